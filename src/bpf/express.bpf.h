@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * scx_express: declarations shared by the BPF files. Each .bpf.c owns one
+ * concern (see main.bpf.c for the design); functions crossing files are
+ * __hidden so the linker turns them into static subprograms.
+ */
+#ifndef __EXPRESS_BPF_H
+#define __EXPRESS_BPF_H
+
+#include <scx/common.bpf.h>
+#include <scx/compat.bpf.h>
+#include "intf.h"
+
+#define NSEC_PER_USEC	1000ULL
+#define NSEC_PER_MSEC	(1000ULL * NSEC_PER_USEC)
+
+/* ---- Knobs (rodata, written by userspace before load; see main.bpf.c) ---- */
+extern const volatile u32 usersched_tgid;
+extern const volatile u64 slice_max_ns;
+extern const volatile u64 rescue_ns;
+extern const volatile bool direct_idle;
+extern const volatile bool class_enabled[NR_CLASSES];
+extern const volatile u64 class_burst_ns[NR_CLASSES];
+extern const volatile u64 class_rate_ppm[NR_CLASSES];
+extern const volatile u64 express_slice_ns;
+
+/* ---- Stats (main.bpf.c) ---- */
+void stat_inc(enum stat_idx idx);
+
+/* ---- Per-task context (classify.bpf.c) ---- */
+struct task_ctx {
+	u32 class;		/* enum task_class */
+	u32 express_queued;	/* dispatched by the express lane, not yet running */
+	u64 tokens_ns;		/* token bucket level (budget.bpf.c) */
+	u64 refill_ns;		/* last refill timestamp */
+	u64 express_since_ns;	/* start of the current express run, 0 if none */
+};
+
+struct task_ctx *task_ctx_get(struct task_struct *p);
+struct task_ctx *task_ctx_create(struct task_struct *p);
+
+/* ---- Budget: per-task token bucket (budget.bpf.c) ---- */
+bool budget_has_tokens(struct task_ctx *tctx, u64 now);
+void budget_charge(struct task_ctx *tctx, u64 now);
+
+/* ---- Express placement (placement.bpf.c) ---- */
+s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wake_flags);
+bool express_lane_enqueue(struct task_struct *p, u64 enq_flags);
+void express_lane_running(struct task_struct *p);
+void express_lane_stopping(struct task_struct *p);
+
+/* ---- Fair path through the userspace scheduler (fair.bpf.c) ---- */
+s32 fair_init(void);
+bool fair_enqueue_user(struct task_struct *p, u64 enq_flags);
+void fair_enqueue_fallback(struct task_struct *p, u64 enq_flags);
+void fair_dispatch(s32 cpu);
+void fair_running(struct task_struct *p);
+
+#endif /* __EXPRESS_BPF_H */

@@ -1,0 +1,330 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Fair path: tasks scheduled by the userspace scheduler.
+ *
+ * ops.enqueue() sends a `struct queued_task` through the `queued` ring
+ * buffer and records the task in an in-flight slot. Userspace answers with
+ * a `struct dispatched_task` (CPU, slice, virtual deadline) through the
+ * `dispatched` user ring buffer; ops.dispatch() drains it into the target
+ * CPU's DSQ or the shared DSQ, both ordered by vtime, then moves the task
+ * with the earliest deadline to the local DSQ.
+ *
+ * Watchdog safety: in-flight slots are retired in order. When the oldest
+ * one has waited longer than rescue_ns, ops.dispatch() dispatches that task
+ * itself and, for one second, enqueues new tasks without userspace. A timer
+ * kicks an idle CPU so this happens even when every CPU is idle.
+ */
+#include "express.bpf.h"
+
+/* Timer period: how often idle CPUs are woken to drain or rescue. */
+#define FAIR_TIMER_NS		(2 * NSEC_PER_MSEC)
+/* How long the fair path bypasses userspace after a rescue. */
+#define DEGRADED_NS		(1000 * NSEC_PER_MSEC)
+/* Set in an in-flight slot's seq once the slot is answered or rescued. */
+#define SLOT_DONE		(1ULL << 63)
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, QUEUED_RB_BYTES);
+} queued SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_USER_RINGBUF);
+	__uint(max_entries, DISPATCH_RB_BYTES);
+} dispatched SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, INFLIGHT_SLOTS);
+	__type(key, u32);
+	__type(value, struct inflight_slot);
+} inflight SEC(".maps");
+
+struct timer_wrap {
+	struct bpf_timer timer;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct timer_wrap);
+} fair_timer SEC(".maps");
+
+/* In-flight sequence numbers: [tail + 1, head] are handed out. */
+volatile u64 inflight_head, inflight_tail;
+
+/* Vtime of the most recently started fair task; userspace reads it. */
+volatile u64 vtime_now;
+
+/* Decisions userspace has submitted (written by userspace) and drained. */
+volatile u64 user_submitted, user_drained;
+
+/* Until when enqueues bypass userspace after a rescue. */
+volatile u64 degraded_until_ns;
+
+/* Tasks waiting in the shared DSQ, as last seen by ops.dispatch(). */
+volatile u64 nr_queued_shared;
+
+static struct inflight_slot *slot_of(u64 seq)
+{
+	u32 idx = (seq - 1) & (INFLIGHT_SLOTS - 1);
+
+	return bpf_map_lookup_elem(&inflight, &idx);
+}
+
+/* The fair DSQ a task goes to: its CPU's DSQ if pinned or asked for, else shared. */
+static u64 fair_dsq(const struct task_struct *p, s32 cpu)
+{
+	if (p->nr_cpus_allowed == 1)
+		return scx_bpf_task_cpu(p);
+	if (cpu >= 0 && cpu < MAX_CPUS && bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
+		return cpu;
+	return SHARED_DSQ;
+}
+
+/* Wake an idle CPU that can run @p, so queued work does not wait for a tick. */
+static void kick_idle_for(const struct task_struct *p, u64 dsq)
+{
+	s32 cpu;
+
+	if (dsq != SHARED_DSQ) {
+		scx_bpf_kick_cpu(dsq, SCX_KICK_IDLE);
+		return;
+	}
+	cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
+	if (cpu >= 0)
+		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+}
+
+__hidden bool fair_enqueue_user(struct task_struct *p, u64 enq_flags)
+{
+	struct queued_task *msg;
+	struct inflight_slot *slot;
+	u64 now = scx_bpf_now(), seq;
+
+	if (time_before(now, degraded_until_ns))
+		return false;
+	if (inflight_head - inflight_tail >= INFLIGHT_SLOTS - 1)
+		return false;
+
+	msg = bpf_ringbuf_reserve(&queued, sizeof(*msg), 0);
+	if (!msg)
+		return false;
+
+	seq = __sync_fetch_and_add(&inflight_head, 1) + 1;
+	slot = slot_of(seq);
+	if (!slot) {
+		bpf_ringbuf_discard(msg, 0);
+		return false;
+	}
+	WRITE_ONCE(slot->pid, p->pid);
+	WRITE_ONCE(slot->enq_ns, now);
+	WRITE_ONCE(slot->seq, seq);
+
+	msg->pid = p->pid;
+	msg->tgid = p->tgid;
+	msg->cpu = scx_bpf_task_cpu(p);
+	msg->slot = (seq - 1) & (INFLIGHT_SLOTS - 1);
+	msg->seq = seq;
+	msg->nr_cpus_allowed = p->nr_cpus_allowed;
+	msg->weight = p->scx.weight;
+	msg->sum_exec_runtime = p->se.sum_exec_runtime;
+	msg->flags = (enq_flags & SCX_ENQ_WAKEUP) ? QUEUED_WAKEUP : 0;
+	bpf_ringbuf_submit(msg, 0);
+
+	stat_inc(STAT_USER_QUEUED);
+	return true;
+}
+
+__hidden void fair_enqueue_fallback(struct task_struct *p, u64 enq_flags)
+{
+	u64 dsq = fair_dsq(p, -1);
+
+	scx_bpf_dsq_insert_vtime(p, dsq, slice_max_ns, vtime_now, enq_flags);
+	stat_inc(STAT_FALLBACK);
+	kick_idle_for(p, dsq);
+}
+
+/* Insert @p where userspace (or the rescue path) decided. */
+static void fair_insert(struct task_struct *p, s32 cpu, u64 slice_ns, u64 vtime)
+{
+	u64 dsq = fair_dsq(p, cpu);
+
+	if (!slice_ns || slice_ns > slice_max_ns)
+		slice_ns = slice_max_ns;
+	scx_bpf_dsq_insert_vtime(p, dsq, slice_ns, vtime, 0);
+	kick_idle_for(p, dsq);
+}
+
+/* Claim a slot for dispatch: true for exactly one of userspace and rescue. */
+static bool slot_claim(struct inflight_slot *slot, u64 seq)
+{
+	return __sync_bool_compare_and_swap(&slot->seq, seq, seq | SLOT_DONE);
+}
+
+struct drain_ctx {
+	u32 nr;
+};
+
+static long drain_one(struct bpf_dynptr *dynptr, void *data)
+{
+	struct drain_ctx *ctx = data;
+	struct dispatched_task msg;
+	struct inflight_slot *slot;
+	struct task_struct *p;
+
+	if (bpf_dynptr_read(&msg, sizeof(msg), dynptr, 0, 0))
+		return 1;
+	__sync_fetch_and_add(&user_drained, 1);
+	stat_inc(STAT_USER_DISPATCHED);
+
+	/* A slot already rescued means the task was dispatched by BPF. */
+	slot = slot_of(msg.seq);
+	if (!slot || !slot_claim(slot, msg.seq))
+		goto next;
+
+	p = bpf_task_from_pid(msg.pid);
+	if (p) {
+		fair_insert(p, msg.cpu, msg.slice_ns, msg.vtime);
+		bpf_task_release(p);
+	}
+next:
+	return ++ctx->nr >= DRAIN_BATCH;
+}
+
+/* Dispatch the task of @slot ourselves: userspace took too long. */
+static void rescue(struct inflight_slot *slot, u64 seq)
+{
+	struct task_struct *p;
+
+	if (!slot_claim(slot, seq))
+		return;
+	p = bpf_task_from_pid(slot->pid);
+	if (!p)
+		return;
+	fair_insert(p, -1, slice_max_ns, vtime_now);
+	bpf_task_release(p);
+	stat_inc(STAT_RESCUED);
+}
+
+/*
+ * Retire answered slots from the tail, and rescue the oldest ones if they
+ * waited longer than rescue_ns. Bounded work per call.
+ */
+static void retire_and_rescue(u64 now)
+{
+	struct inflight_slot *slot;
+	u64 tail, seq, cur;
+	int i;
+
+	bpf_for(i, 0, 8) {
+		tail = inflight_tail;
+		if (tail >= inflight_head)
+			break;
+		seq = tail + 1;
+		slot = slot_of(seq);
+		if (!slot)
+			break;
+		cur = READ_ONCE(slot->seq);
+		if (cur == seq) {
+			/* Still in flight: rescue it once it is too old. */
+			if (now - READ_ONCE(slot->enq_ns) < rescue_ns)
+				break;
+			rescue(slot, seq);
+			degraded_until_ns = now + DEGRADED_NS;
+		} else if (cur != (seq | SLOT_DONE)) {
+			/* Handed out, not written yet: come back later. */
+			break;
+		}
+		__sync_bool_compare_and_swap(&inflight_tail, tail, seq);
+	}
+}
+
+/* Earliest deadline of a DSQ's head, or U64 max if empty. */
+static u64 head_vtime(u64 dsq)
+{
+	struct task_struct *p = __COMPAT_scx_bpf_dsq_peek(dsq);
+
+	return p ? p->scx.dsq_vtime : (u64)-1;
+}
+
+__hidden void fair_dispatch(s32 cpu)
+{
+	struct drain_ctx ctx = {};
+
+	bpf_user_ringbuf_drain(&dispatched, drain_one, &ctx, 0);
+	retire_and_rescue(scx_bpf_now());
+	nr_queued_shared = scx_bpf_dsq_nr_queued(SHARED_DSQ);
+
+	/* Pinned work and shared work compete on deadline, so neither starves. */
+	if (head_vtime(cpu) <= head_vtime(SHARED_DSQ)) {
+		if (scx_bpf_dsq_move_to_local(cpu, 0))
+			return;
+		scx_bpf_dsq_move_to_local(SHARED_DSQ, 0);
+	} else {
+		if (scx_bpf_dsq_move_to_local(SHARED_DSQ, 0))
+			return;
+		scx_bpf_dsq_move_to_local(cpu, 0);
+	}
+}
+
+__hidden void fair_running(struct task_struct *p)
+{
+	if (time_before(vtime_now, p->scx.dsq_vtime))
+		vtime_now = p->scx.dsq_vtime;
+}
+
+/* Wake an idle CPU when decisions wait to be drained or a rescue is due. */
+static int fair_timer_fn(void *map, int *key, struct bpf_timer *timer)
+{
+	struct inflight_slot *slot;
+	bool work = user_submitted != user_drained;
+	u64 tail = inflight_tail;
+
+	if (!work && tail < inflight_head) {
+		slot = slot_of(tail + 1);
+		work = slot && scx_bpf_now() - READ_ONCE(slot->enq_ns) >= rescue_ns;
+	}
+	if (work) {
+		const struct cpumask *idle = scx_bpf_get_idle_cpumask();
+		s32 cpu = bpf_cpumask_first(idle);
+
+		scx_bpf_put_idle_cpumask(idle);
+		if (cpu < scx_bpf_nr_cpu_ids())
+			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+	}
+	bpf_timer_start(timer, FAIR_TIMER_NS, 0);
+	return 0;
+}
+
+__hidden s32 fair_init(void)
+{
+	u32 key = 0, nr_cpus = scx_bpf_nr_cpu_ids();
+	struct bpf_timer *timer;
+	s32 cpu, err;
+
+	bpf_for(cpu, 0, nr_cpus) {
+		if (cpu >= MAX_CPUS)
+			break;
+		err = scx_bpf_create_dsq(cpu, -1);
+		if (err) {
+			scx_bpf_error("failed to create DSQ for CPU %d: %d", cpu, err);
+			return err;
+		}
+	}
+	err = scx_bpf_create_dsq(SHARED_DSQ, -1);
+	if (err) {
+		scx_bpf_error("failed to create the shared DSQ: %d", err);
+		return err;
+	}
+
+	timer = bpf_map_lookup_elem(&fair_timer, &key);
+	if (!timer) {
+		scx_bpf_error("fair timer missing");
+		return -ENOENT;
+	}
+	bpf_timer_init(timer, &fair_timer, CLOCK_MONOTONIC);
+	bpf_timer_set_callback(timer, fair_timer_fn);
+	return bpf_timer_start(timer, FAIR_TIMER_NS, 0);
+}

@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Types and constants shared by the BPF side and the Rust side of
+ * scx_express. bindgen turns this file into src/bpf_intf.rs.
+ */
+#ifndef __EXPRESS_INTF_H
+#define __EXPRESS_INTF_H
+
+#ifndef __KERNEL__
+typedef int s32;
+typedef unsigned int u32;
+typedef long long s64;
+typedef unsigned long long u64;
+#endif
+
+enum express_consts {
+	/* Upper bound on CPU ids the scheduler handles. */
+	MAX_CPUS		= 1024,
+	/* Slots that track tasks handed to the userspace scheduler. Power of two. */
+	INFLIGHT_SLOTS		= 16384,
+	/* Ring buffer sizes (bytes). */
+	QUEUED_RB_BYTES		= 4 * 1024 * 1024,
+	DISPATCH_RB_BYTES	= 4 * 1024 * 1024,
+	/* Decisions drained from userspace per ops.dispatch() call (< dispatch batch). */
+	DRAIN_BATCH		= 16,
+	/* Shared vtime-ordered DSQ of the fair path; per-CPU DSQs use the CPU id. */
+	SHARED_DSQ		= MAX_CPUS,
+	/* Dispatch target meaning "any CPU the task may run on". */
+	CPU_ANY			= -1,
+};
+
+/* Per-CPU event counters (the `stats` map); userspace sums them. */
+enum stat_idx {
+	STAT_USER_QUEUED,	/* tasks handed to the userspace scheduler */
+	STAT_USER_DISPATCHED,	/* decisions received back from userspace */
+	STAT_DIRECT_IDLE,	/* wakeups placed straight on an idle CPU */
+	STAT_KTHREAD,		/* per-CPU kthreads dispatched locally */
+	STAT_USERSCHED,		/* wakeups of the scheduler's own threads */
+	STAT_FALLBACK,		/* enqueued by BPF alone (userspace busy or full) */
+	STAT_RESCUED,		/* in-flight tasks dispatched by BPF after rescue_ms */
+	STAT_EXPRESS,		/* express-lane dispatches */
+	STAT_EXPRESS_NO_TOKENS,	/* express tasks sent to the fair path: out of tokens */
+	NR_EXPRESS_STATS,
+};
+
+/* Task classes. Every classification source writes one of these. */
+enum task_class {
+	CLASS_NORMAL	= 0,
+	CLASS_GPU	= 1,
+	CLASS_AGENT	= 2,
+	NR_CLASSES	= 3,
+};
+
+/*
+ * BPF -> userspace: a runnable task that the fair path must schedule.
+ * Sent through the `queued` ring buffer from ops.enqueue().
+ */
+struct queued_task {
+	s32 pid;		/* kernel (global) pid of the thread */
+	s32 tgid;		/* process id */
+	s32 cpu;		/* CPU the task was enqueued on */
+	u32 nr_cpus_allowed;	/* affinity width */
+	u32 flags;		/* QUEUED_* */
+	u32 slot;		/* in-flight slot index, echoed back */
+	u64 seq;		/* in-flight slot sequence, echoed back */
+	u64 weight;		/* sched_ext weight: 100 is nice 0 */
+	u64 sum_exec_runtime;	/* total CPU time so far (ns) */
+};
+
+/* struct queued_task flags. */
+enum queued_flags {
+	QUEUED_WAKEUP	= 1 << 0,	/* the task just woke up (it was sleeping) */
+};
+
+/*
+ * Userspace -> BPF: the fair path's decision for one task.
+ * Sent through the `dispatched` user ring buffer, drained in ops.dispatch().
+ */
+struct dispatched_task {
+	s32 pid;		/* thread to dispatch */
+	s32 cpu;		/* target CPU, or CPU_ANY for the shared DSQ */
+	u32 slot;		/* in-flight slot index from struct queued_task */
+	u32 __pad;
+	u64 seq;		/* in-flight slot sequence from struct queued_task */
+	u64 slice_ns;		/* time slice */
+	u64 vtime;		/* ordering key (virtual deadline) */
+};
+
+/* One in-flight slot: a task queued to userspace and not yet answered. */
+struct inflight_slot {
+	u64 seq;		/* 0 when free */
+	u64 enq_ns;		/* when the task was handed to userspace */
+	s32 pid;
+	u32 __pad;
+};
+
+#endif /* __EXPRESS_INTF_H */

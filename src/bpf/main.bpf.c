@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * scx_express: an express lane for CUDA launchers and agent control loops,
+ * fair scheduling for everything else.
+ *
+ * 1. Overview
+ *
+ *    Two lanes share the machine:
+ *
+ *    - The express lane serves tasks classified `gpu` (threads that launch
+ *      CUDA work and wait on it) or `agent` (agent control loops). Their
+ *      wakeups are placed in BPF, on the wakeup path, on a warm idle CPU, and
+ *      dispatched directly: no userspace round trip.
+ *
+ *    - The fair path serves every other task. ops.enqueue() hands the task to
+ *      the userspace scheduler (src/scheduler.rs, policy in src/fair.rs)
+ *      through the `queued` ring buffer. Userspace picks the CPU, the slice
+ *      and a virtual deadline weighted by nice, and sends the decision back
+ *      through the `dispatched` user ring buffer, which ops.dispatch()
+ *      drains into vtime-ordered DSQs.
+ *
+ * 2. Classification (classify.bpf.c)
+ *
+ *    One task-class field in BPF task storage. Every source of class writes
+ *    it; the scheduler only reads it. A new task starts `normal`.
+ *
+ * 3. Budget (budget.bpf.c)
+ *
+ *    The express lane is a privilege bounded by a per-task token bucket in
+ *    nanoseconds of CPU time: capacity `burst`, refilled at `rate` (a
+ *    fraction of one CPU). Express running time is charged when the task
+ *    stops. A task with no tokens is an ordinary task until it refills.
+ *
+ * 4. Placement (placement.bpf.c)
+ *
+ *    Express wakeups go to the previous CPU if it is idle, else to an idle
+ *    CPU close to it. With no idle CPU, the task goes to the head of its
+ *    CPU's local queue, ahead of fair-path work.
+ *
+ * 5. Watchdog safety (fair.bpf.c)
+ *
+ *    A task handed to userspace lives in an in-flight slot until userspace
+ *    answers. If userspace has not answered within `rescue_ns`, ops.dispatch()
+ *    dispatches the task itself, so a slow or stopped userspace scheduler
+ *    delays tasks by a bounded time instead of stalling them. The scheduler's
+ *    own threads and per-CPU kthreads never go through userspace.
+ */
+#include "express.bpf.h"
+
+char _license[] SEC("license") = "GPL";
+
+/* ---- Knobs: set from the config file before load ---- */
+
+/* Our own process: its threads are dispatched by BPF, never through itself. */
+const volatile u32 usersched_tgid;
+
+/* Longest fair-path slice; also the slice of BPF-only dispatches. */
+const volatile u64 slice_max_ns = 5 * NSEC_PER_MSEC;
+
+/* How long a task may wait for userspace before BPF dispatches it itself. */
+const volatile u64 rescue_ns = 50 * NSEC_PER_MSEC;
+
+/*
+ * Place a waking fair-path task directly on an idle CPU found by the
+ * default idle picker. Saves the userspace round trip when the machine has
+ * spare CPUs; under contention (no idle CPU) every decision is userspace's.
+ */
+const volatile bool direct_idle = true;
+
+/* Per class: is the express lane on, bucket capacity, refill rate (ppm of a CPU). */
+const volatile bool class_enabled[NR_CLASSES];
+const volatile u64 class_burst_ns[NR_CLASSES];
+const volatile u64 class_rate_ppm[NR_CLASSES];
+
+/* Slice of an express dispatch. */
+const volatile u64 express_slice_ns = 2 * NSEC_PER_MSEC;
+
+UEI_DEFINE(uei);
+
+/* ---- Stats ---- */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NR_EXPRESS_STATS);
+	__type(key, u32);
+	__type(value, u64);
+} stats SEC(".maps");
+
+__hidden void stat_inc(enum stat_idx idx)
+{
+	u32 key = idx;
+	u64 *cnt = bpf_map_lookup_elem(&stats, &key);
+
+	if (cnt)
+		(*cnt)++;
+}
+
+/* ---- Who bypasses both lanes ---- */
+
+static bool is_usersched(const struct task_struct *p)
+{
+	return usersched_tgid && p->tgid == usersched_tgid;
+}
+
+/*
+ * Per-CPU kthreads (ksoftirqd, kworkers bound to a CPU) can only run where
+ * they are; the work they do often unblocks everyone else.
+ */
+static bool is_pcpu_kthread(const struct task_struct *p)
+{
+	return (p->flags & PF_KTHREAD) && p->nr_cpus_allowed == 1;
+}
+
+/* ---- sched_ext callbacks ---- */
+
+s32 BPF_STRUCT_OPS(express_select_cpu, struct task_struct *p, s32 prev_cpu,
+		   u64 wake_flags)
+{
+	bool is_idle = false;
+	s32 cpu;
+
+	if (!is_usersched(p)) {
+		cpu = express_lane_select_cpu(p, prev_cpu, wake_flags);
+		if (cpu >= 0)
+			return cpu;
+	}
+
+	cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);
+	if (is_idle && (direct_idle || is_usersched(p))) {
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_max_ns, 0);
+		stat_inc(is_usersched(p) ? STAT_USERSCHED : STAT_DIRECT_IDLE);
+	}
+	return cpu;
+}
+
+void BPF_STRUCT_OPS(express_enqueue, struct task_struct *p, u64 enq_flags)
+{
+	/* The scheduler itself: run now, on this CPU, so it never waits on itself. */
+	if (is_usersched(p)) {
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_max_ns,
+				   enq_flags | SCX_ENQ_PREEMPT);
+		stat_inc(STAT_USERSCHED);
+		return;
+	}
+
+	if (is_pcpu_kthread(p)) {
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_max_ns, enq_flags);
+		stat_inc(STAT_KTHREAD);
+		return;
+	}
+
+	if (express_lane_enqueue(p, enq_flags))
+		return;
+
+	if (fair_enqueue_user(p, enq_flags))
+		return;
+
+	fair_enqueue_fallback(p, enq_flags);
+}
+
+void BPF_STRUCT_OPS(express_dispatch, s32 cpu, struct task_struct *prev)
+{
+	fair_dispatch(cpu);
+}
+
+void BPF_STRUCT_OPS(express_running, struct task_struct *p)
+{
+	fair_running(p);
+	express_lane_running(p);
+}
+
+void BPF_STRUCT_OPS(express_stopping, struct task_struct *p, bool runnable)
+{
+	express_lane_stopping(p);
+}
+
+s32 BPF_STRUCT_OPS(express_init_task, struct task_struct *p,
+		   struct scx_init_task_args *args)
+{
+	return task_ctx_create(p) ? 0 : -ENOMEM;
+}
+
+s32 BPF_STRUCT_OPS_SLEEPABLE(express_init)
+{
+	return fair_init();
+}
+
+void BPF_STRUCT_OPS(express_exit, struct scx_exit_info *ei)
+{
+	UEI_RECORD(uei, ei);
+}
+
+SCX_OPS_DEFINE(express_ops,
+	       .select_cpu	= (void *)express_select_cpu,
+	       .enqueue		= (void *)express_enqueue,
+	       .dispatch	= (void *)express_dispatch,
+	       .running		= (void *)express_running,
+	       .stopping	= (void *)express_stopping,
+	       .init_task	= (void *)express_init_task,
+	       .init		= (void *)express_init,
+	       .exit		= (void *)express_exit,
+	       .name		= "express");

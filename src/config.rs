@@ -1,0 +1,375 @@
+//! Typed configuration. The keys are documented once, in
+//! `configs/default.toml`, which is also the built-in default.
+//!
+//! Loading is all or nothing: a file with any error (syntax, unknown key,
+//! wrong type, out-of-range value) is rejected with its path, the key and
+//! the reason, and nothing from it is used.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// The shipped default configuration, compiled in.
+pub const DEFAULT_TOML: &str = include_str!("../configs/default.toml");
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub fair: FairConfig,
+    pub express: ExpressConfig,
+    pub classes: Classes,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FairConfig {
+    pub slice_max_us: u64,
+    pub slice_min_us: u64,
+    pub target_latency_us: u64,
+    pub direct_idle: bool,
+    pub rescue_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExpressConfig {
+    pub slice_us: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Classes {
+    pub gpu: ClassConfig,
+    pub agent: ClassConfig,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClassConfig {
+    pub enabled: bool,
+    pub burst_ms: u64,
+    pub rate: f64,
+}
+
+impl Default for FairConfig {
+    fn default() -> Self {
+        Self {
+            slice_max_us: 5000,
+            slice_min_us: 500,
+            target_latency_us: 20000,
+            direct_idle: true,
+            rescue_ms: 50,
+        }
+    }
+}
+
+impl Default for ExpressConfig {
+    fn default() -> Self {
+        Self { slice_us: 2000 }
+    }
+}
+
+impl Default for Classes {
+    fn default() -> Self {
+        Self {
+            gpu: ClassConfig {
+                enabled: true,
+                burst_ms: 20,
+                rate: 0.5,
+            },
+            agent: ClassConfig {
+                enabled: true,
+                burst_ms: 10,
+                rate: 0.25,
+            },
+        }
+    }
+}
+
+// A class table given partially keeps the class's own defaults for the rest.
+impl<'de> Deserialize<'de> for Classes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Partial {
+            enabled: Option<bool>,
+            burst_ms: Option<u64>,
+            rate: Option<f64>,
+        }
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Raw {
+            gpu: Option<Partial>,
+            agent: Option<Partial>,
+        }
+        fn merge(base: ClassConfig, p: Option<Partial>) -> ClassConfig {
+            let Some(p) = p else { return base };
+            ClassConfig {
+                enabled: p.enabled.unwrap_or(base.enabled),
+                burst_ms: p.burst_ms.unwrap_or(base.burst_ms),
+                rate: p.rate.unwrap_or(base.rate),
+            }
+        }
+        let raw = Raw::deserialize(d)?;
+        let dfl = Classes::default();
+        Ok(Classes {
+            gpu: merge(dfl.gpu, raw.gpu),
+            agent: merge(dfl.agent, raw.agent),
+        })
+    }
+}
+
+/// One problem in a config file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigError {
+    /// Dotted key, e.g. `classes.gpu.burst_ms`; empty for file-level errors.
+    pub key: String,
+    pub reason: String,
+}
+
+/// Every problem found in one config source.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigErrors {
+    pub source: String,
+    pub errors: Vec<ConfigError>,
+}
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid config {}:", self.source)?;
+        for e in &self.errors {
+            if e.key.is_empty() {
+                write!(f, "\n  {}", e.reason)?;
+            } else {
+                write!(f, "\n  key `{}`: {}", e.key, e.reason)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+impl Config {
+    /// Parses and validates TOML text. `source` names it in errors.
+    pub fn parse(text: &str, source: &str) -> Result<Config, ConfigErrors> {
+        let fail = |errors| ConfigErrors {
+            source: source.to_string(),
+            errors,
+        };
+        let de = toml::Deserializer::new(text);
+        let cfg: Config = serde_path_to_error::deserialize(de).map_err(|e| {
+            let key = e.path().to_string();
+            let inner = e.into_inner();
+            let at = inner
+                .span()
+                .map(|s| format!(" (line {})", line_of(text, s.start)))
+                .unwrap_or_default();
+            let key = if key == "." { String::new() } else { key };
+            fail(vec![ConfigError {
+                key,
+                reason: format!("{}{}", inner.message().trim(), at),
+            }])
+        })?;
+        let errors = cfg.validate();
+        if errors.is_empty() {
+            Ok(cfg)
+        } else {
+            Err(fail(errors))
+        }
+    }
+
+    /// Reads, parses and validates a config file.
+    pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+        let source = path.display().to_string();
+        let file_error = |reason: String| ConfigErrors {
+            source: source.clone(),
+            errors: vec![ConfigError {
+                key: String::new(),
+                reason,
+            }],
+        };
+        if path.is_dir() {
+            return Err(file_error(
+                "is a directory; pass a TOML file such as configs/default.toml".into(),
+            ));
+        }
+        let bytes = std::fs::read(path).map_err(|e| file_error(format!("cannot read: {e}")))?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| file_error("is not UTF-8 text; a config is a TOML file".into()))?;
+        Config::parse(&text, &source)
+    }
+
+    /// The built-in default (`configs/default.toml`).
+    pub fn builtin() -> Config {
+        Config::parse(DEFAULT_TOML, "configs/default.toml (built in)")
+            .expect("the shipped default config is valid (checked by unit tests)")
+    }
+
+    /// Range and consistency checks, one error per offending key.
+    pub fn validate(&self) -> Vec<ConfigError> {
+        let f = &self.fair;
+        let mut checks = vec![
+            ("fair.slice_max_us".to_string(), f.slice_max_us, 100, 100_000),
+            ("fair.slice_min_us".to_string(), f.slice_min_us, 50, f.slice_max_us.max(50)),
+            ("fair.target_latency_us".to_string(), f.target_latency_us, 1000, 1_000_000),
+            ("fair.rescue_ms".to_string(), f.rescue_ms, 5, 5000),
+            ("express.slice_us".to_string(), self.express.slice_us, 100, 100_000),
+        ];
+        for (name, c) in [("gpu", &self.classes.gpu), ("agent", &self.classes.agent)] {
+            checks.push((format!("classes.{name}.burst_ms"), c.burst_ms, 0, 10_000));
+        }
+        let mut errs: Vec<ConfigError> = checks
+            .into_iter()
+            .filter(|(_, v, lo, hi)| v < lo || v > hi)
+            .map(|(key, v, lo, hi)| ConfigError {
+                key,
+                reason: format!("{v} is out of range {lo} ..= {hi}"),
+            })
+            .collect();
+        for (name, c) in [("gpu", &self.classes.gpu), ("agent", &self.classes.agent)] {
+            if !(0.0..=1.0).contains(&c.rate) {
+                errs.push(ConfigError {
+                    key: format!("classes.{name}.rate"),
+                    reason: format!("{} is out of range 0.0 ..= 1.0 (a fraction of one CPU)", c.rate),
+                });
+            }
+        }
+        errs
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            fair: FairConfig::default(),
+            express: ExpressConfig::default(),
+            classes: Classes::default(),
+        }
+    }
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// Where the running config comes from.
+#[derive(Debug, Clone)]
+pub enum ConfigSource {
+    Builtin,
+    File(PathBuf),
+}
+
+impl ConfigSource {
+    pub fn load(&self) -> Result<Config, ConfigErrors> {
+        match self {
+            ConfigSource::Builtin => Ok(Config::builtin()),
+            ConfigSource::File(p) => Config::load(p),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err_keys(text: &str) -> Vec<String> {
+        Config::parse(text, "test.toml")
+            .unwrap_err()
+            .errors
+            .into_iter()
+            .map(|e| e.key)
+            .collect()
+    }
+
+    #[test]
+    fn shipped_default_matches_code_defaults() {
+        assert_eq!(Config::builtin(), Config::default());
+    }
+
+    #[test]
+    fn empty_file_is_all_defaults() {
+        assert_eq!(Config::parse("", "empty").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn partial_class_keeps_other_defaults() {
+        let c = Config::parse("[classes.gpu]\nburst_ms = 7\n", "t").unwrap();
+        assert_eq!(c.classes.gpu.burst_ms, 7);
+        assert_eq!(c.classes.gpu.rate, Classes::default().gpu.rate);
+        assert_eq!(c.classes.agent, Classes::default().agent);
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let e = Config::parse("[fair]\nslice_us = 3\n", "t.toml").unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("t.toml"), "{msg}");
+        assert!(msg.contains("slice_us"), "{msg}");
+        assert!(msg.contains("unknown field"), "{msg}");
+    }
+
+    #[test]
+    fn unknown_table_is_named() {
+        let msg = Config::parse("[gpu]\nburst_ms = 3\n", "t").unwrap_err().to_string();
+        assert!(msg.contains("gpu"), "{msg}");
+        let msg = Config::parse("[classes.tpu]\nburst_ms = 3\n", "t")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("tpu"), "{msg}");
+    }
+
+    #[test]
+    fn negative_budget_is_rejected_with_key() {
+        let keys = err_keys("[classes.gpu]\nburst_ms = -5\n");
+        assert_eq!(keys, vec!["classes.gpu.burst_ms".to_string()]);
+        let keys = err_keys("[classes.agent]\nrate = -0.5\n");
+        assert_eq!(keys, vec!["classes.agent.rate".to_string()]);
+    }
+
+    #[test]
+    fn wrong_type_is_rejected_with_key_and_line() {
+        let e = Config::parse("\n[fair]\nslice_max_us = \"fast\"\n", "t").unwrap_err();
+        assert_eq!(e.errors[0].key, "fair.slice_max_us");
+        assert!(e.errors[0].reason.contains("line 3"), "{e}");
+    }
+
+    #[test]
+    fn out_of_range_values_are_all_reported() {
+        let keys = err_keys("[fair]\nslice_max_us = 10\nslice_min_us = 50\nrescue_ms = 100000\n[express]\nslice_us = 0\n");
+        assert_eq!(
+            keys,
+            vec!["fair.slice_max_us", "fair.rescue_ms", "express.slice_us"]
+        );
+    }
+
+    #[test]
+    fn slice_min_may_not_exceed_slice_max() {
+        let keys = err_keys("[fair]\nslice_max_us = 1000\nslice_min_us = 2000\n");
+        assert_eq!(keys, vec!["fair.slice_min_us"]);
+    }
+
+    #[test]
+    fn syntax_error_is_reported() {
+        let e = Config::parse("[fair\nslice_max_us = 1\n", "t").unwrap_err();
+        assert!(e.to_string().contains("line 1"), "{e}");
+    }
+
+    #[test]
+    fn missing_file_and_directory_are_clear() {
+        let e = Config::load(Path::new("/nonexistent/x.toml")).unwrap_err();
+        assert!(e.to_string().contains("cannot read"), "{e}");
+        let e = Config::load(Path::new("/")).unwrap_err();
+        assert!(e.to_string().contains("directory"), "{e}");
+    }
+
+    #[test]
+    fn shipped_configs_are_valid() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs");
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            }
+        }
+    }
+}

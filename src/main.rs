@@ -1,0 +1,193 @@
+//! scx_express: a sched_ext scheduler that gives CUDA launcher threads and
+//! AI-agent control loops an express lane, bounded by a per-task token
+//! bucket, and schedules everything else fairly from userspace.
+//!
+//! Layout: `config` (typed TOML config), `preflight` (environment checks
+//! and error translation), `scheduler` (BPF load/attach and the userspace
+//! loop), `fair` (the fair path's pure policy), `stats` (scx_stats server
+//! and `--monitor`). The BPF side lives in `src/bpf/`, one file per concern.
+
+mod bpf_intf;
+mod bpf_skel;
+mod config;
+mod fair;
+mod preflight;
+mod scheduler;
+mod stats;
+
+use std::mem::MaybeUninit;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use log::{error, info};
+
+use config::{Config, ConfigSource};
+
+/// scx_express: an express lane for GPU launchers and AI-agent loops on a
+/// sched_ext kernel; fair, nice-weighted scheduling for everything else.
+///
+/// With no subcommand, it loads and runs the scheduler until SIGINT or
+/// SIGTERM, then detaches cleanly. It needs root and a kernel with
+/// CONFIG_SCHED_CLASS_EXT (Linux >= 6.12).
+#[derive(Debug, Parser)]
+#[command(version, about, long_about)]
+struct Cli {
+    /// Config file (TOML). Without it, the built-in copy of
+    /// configs/default.toml is used. Every key is documented there.
+    #[arg(short, long, value_name = "FILE", global = true)]
+    config: Option<PathBuf>,
+
+    /// Also print scheduler statistics every SECS seconds while running.
+    #[arg(long, value_name = "SECS")]
+    stats: Option<f64>,
+
+    /// Do not run a scheduler: print the statistics of the running
+    /// scx_express every SECS seconds.
+    #[arg(long, value_name = "SECS", conflicts_with = "stats")]
+    monitor: Option<f64>,
+
+    /// Verbose output: debug logs and the libbpf log.
+    #[arg(short, long)]
+    verbose: bool,
+
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Validate a config file without touching the kernel; prints `ok` or
+    /// every error with its key.
+    CheckConfig {
+        /// The TOML file to check.
+        file: PathBuf,
+    },
+}
+
+fn init_logging(verbose: bool) {
+    let level = if verbose {
+        simplelog::LevelFilter::Debug
+    } else {
+        simplelog::LevelFilter::Info
+    };
+    let cfg = simplelog::ConfigBuilder::new()
+        .set_time_level(simplelog::LevelFilter::Error)
+        .set_location_level(simplelog::LevelFilter::Off)
+        .set_target_level(simplelog::LevelFilter::Off)
+        .set_thread_level(simplelog::LevelFilter::Off)
+        .build();
+    let _ = simplelog::TermLogger::init(
+        level,
+        cfg,
+        simplelog::TerminalMode::Stderr,
+        simplelog::ColorChoice::Never,
+    );
+}
+
+fn secs(v: f64, flag: &str) -> Result<Duration> {
+    Duration::try_from_secs_f64(v)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .with_context(|| format!("{flag} takes a positive number of seconds, got {v}"))
+}
+
+/// Runs the scheduler, re-attaching when the kernel asks for a restart
+/// (for example after CPU hotplug).
+fn run_scheduler(cli: &Cli, cfg: Config, shutdown: Arc<AtomicBool>) -> Result<()> {
+    preflight::require_sched_ext()?;
+    preflight::require_root("scx_express")?;
+
+    let metrics = stats::SharedMetrics::default();
+    let _server = stats::launch_server(metrics.clone()).context("starting the stats server")?;
+
+    if let Some(v) = cli.stats {
+        let interval = secs(v, "--stats")?;
+        let stop = shutdown.clone();
+        std::thread::spawn(move || {
+            if let Err(e) = stats::monitor(interval, || stop.load(Ordering::Relaxed)) {
+                error!("stats monitor: {e:#}");
+            }
+        });
+    }
+
+    // Keep the scheduler's memory resident: a page fault in the thread that
+    // schedules everyone else must not wait on reclaim.
+    scx_rustland_core::ALLOCATOR.lock_memory();
+    let result = (|| loop {
+        let mut open_object = MaybeUninit::uninit();
+        let mut sched = scheduler::Scheduler::init(&cfg, &mut open_object, cli.verbose)?;
+        let uei = sched.run(&shutdown, &metrics)?;
+        if !uei.should_restart() || shutdown.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        info!("the kernel asked for a restart; re-attaching");
+    })();
+    scx_rustland_core::ALLOCATOR.unlock_memory();
+    result
+}
+
+fn real_main(cli: Cli) -> Result<()> {
+    if let Some(Command::CheckConfig { file }) = &cli.command {
+        Config::load(file)?;
+        println!("ok");
+        return Ok(());
+    }
+
+    let source = match &cli.config {
+        Some(p) => ConfigSource::File(p.clone()),
+        None => ConfigSource::Builtin,
+    };
+    // Validate the config before anything touches the kernel.
+    let cfg = source.load()?;
+
+    let shutdown = Arc::new(AtomicBool::new(false));
+    let flag = shutdown.clone();
+    ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
+        .context("installing the SIGINT/SIGTERM handler")?;
+
+    if let Some(v) = cli.monitor {
+        let interval = secs(v, "--monitor")?;
+        return stats::monitor(interval, || shutdown.load(Ordering::Relaxed));
+    }
+    run_scheduler(&cli, cfg, shutdown)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    match real_main(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("scx_express: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn stats_and_monitor_conflict() {
+        assert!(Cli::try_parse_from(["scx_express", "--stats", "1", "--monitor", "1"]).is_err());
+    }
+
+    #[test]
+    fn interval_must_be_positive() {
+        assert!(secs(0.0, "--stats").is_err());
+        assert!(secs(-1.0, "--stats").is_err());
+        assert_eq!(secs(0.5, "--stats").unwrap(), Duration::from_millis(500));
+    }
+}

@@ -1,0 +1,254 @@
+//! The scheduler loop: load and attach the BPF side, then serve the fair
+//! path (tasks in from the `queued` ring buffer, decisions out through the
+//! `dispatched` user ring buffer) until asked to stop or the kernel ejects
+//! the scheduler.
+
+use std::cell::RefCell;
+use std::mem::{size_of, MaybeUninit};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use libbpf_rs::{MapCore, MapFlags, OpenObject, RingBufferBuilder, UserRingBuffer};
+use log::{debug, info, warn};
+use scx_utils::{scx_ops_attach, scx_ops_load, scx_ops_open, uei_exited, uei_report, UserExitInfo};
+
+use crate::bpf_intf;
+use crate::bpf_skel::{BpfSkel, BpfSkelBuilder};
+use crate::config::Config;
+use crate::fair::{Decision, FairParams, FairPolicy, Runnable};
+use crate::preflight;
+use crate::stats::{Metrics, SharedMetrics};
+
+const US: u64 = 1_000;
+const MS: u64 = 1_000_000;
+
+/// How long one ring-buffer poll may block, so signals are seen promptly.
+const POLL_TIMEOUT: Duration = Duration::from_millis(100);
+/// How often counters are refreshed and forgotten tasks pruned.
+const HOUSEKEEPING: Duration = Duration::from_secs(1);
+/// Tasks the fair policy has not seen for this long are forgotten.
+const FORGET_AFTER_NS: u64 = 30_000 * MS;
+
+pub fn fair_params(cfg: &Config) -> FairParams {
+    FairParams {
+        slice_max_ns: cfg.fair.slice_max_us * US,
+        slice_min_ns: cfg.fair.slice_min_us * US,
+        target_latency_ns: cfg.fair.target_latency_us * US,
+    }
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+pub struct Scheduler<'a> {
+    skel: BpfSkel<'a>,
+    struct_ops: Option<libbpf_rs::Link>,
+    policy: FairPolicy,
+}
+
+impl<'a> Scheduler<'a> {
+    /// Opens, configures, loads and attaches the BPF scheduler.
+    pub fn init(
+        cfg: &Config,
+        open_object: &'a mut MaybeUninit<OpenObject>,
+        verbose: bool,
+    ) -> Result<Self> {
+        let mut builder = BpfSkelBuilder::default();
+        builder.obj_builder.debug(verbose);
+        let mut skel = scx_ops_open!(builder, open_object, express_ops, None)
+            .map_err(preflight::explain_load_error)?;
+
+        let rodata = skel
+            .maps
+            .rodata_data
+            .as_mut()
+            .context("BPF object has no rodata")?;
+        rodata.usersched_tgid = std::process::id();
+        rodata.slice_max_ns = cfg.fair.slice_max_us * US;
+        rodata.rescue_ns = cfg.fair.rescue_ms * MS;
+        rodata.direct_idle = cfg.fair.direct_idle;
+        rodata.express_slice_ns = cfg.express.slice_us * US;
+        let classes = [
+            (bpf_intf::task_class_CLASS_GPU, &cfg.classes.gpu),
+            (bpf_intf::task_class_CLASS_AGENT, &cfg.classes.agent),
+        ];
+        for (idx, class) in classes {
+            let i = idx as usize;
+            rodata.class_enabled[i] = class.enabled;
+            rodata.class_burst_ns[i] = class.burst_ms * MS;
+            rodata.class_rate_ppm[i] = (class.rate * 1e6).round() as u64;
+        }
+
+        let mut skel = scx_ops_load!(skel, express_ops, uei).map_err(preflight::explain_load_error)?;
+        let struct_ops =
+            Some(scx_ops_attach!(skel, express_ops).map_err(preflight::explain_load_error)?);
+        info!("scx_express attached (ops express)");
+
+        Ok(Self {
+            skel,
+            struct_ops,
+            policy: FairPolicy::new(fair_params(cfg)),
+        })
+    }
+
+    fn bss(&self) -> &crate::bpf_skel::types::bss {
+        self.skel.maps.bss_data.as_ref().expect("bss is mapped")
+    }
+
+    fn read_bss(&self, field: impl Fn(&crate::bpf_skel::types::bss) -> &u64) -> u64 {
+        unsafe { std::ptr::read_volatile(field(self.bss())) }
+    }
+
+    fn add_user_submitted(&mut self, n: u64) {
+        let bss = self.skel.maps.bss_data.as_mut().expect("bss is mapped");
+        unsafe {
+            let cur = std::ptr::read_volatile(&bss.user_submitted);
+            std::ptr::write_volatile(&mut bss.user_submitted, cur + n);
+        }
+    }
+
+    /// Sums the per-CPU BPF counters.
+    fn read_counters(&self) -> Result<[u64; bpf_intf::stat_idx_NR_EXPRESS_STATS as usize]> {
+        let mut out = [0u64; bpf_intf::stat_idx_NR_EXPRESS_STATS as usize];
+        for (i, slot) in out.iter_mut().enumerate() {
+            let key = (i as u32).to_ne_bytes();
+            if let Some(per_cpu) = self.skel.maps.stats.lookup_percpu(&key, MapFlags::ANY)? {
+                *slot = per_cpu
+                    .iter()
+                    .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
+                    .sum();
+            }
+        }
+        Ok(out)
+    }
+
+    fn metrics(&self) -> Result<Metrics> {
+        use bpf_intf::*;
+        let c = self.read_counters()?;
+        Ok(Metrics {
+            user_queued: c[stat_idx_STAT_USER_QUEUED as usize],
+            user_dispatched: c[stat_idx_STAT_USER_DISPATCHED as usize],
+            direct_idle: c[stat_idx_STAT_DIRECT_IDLE as usize],
+            kthread: c[stat_idx_STAT_KTHREAD as usize],
+            usersched: c[stat_idx_STAT_USERSCHED as usize],
+            fallback: c[stat_idx_STAT_FALLBACK as usize],
+            rescued: c[stat_idx_STAT_RESCUED as usize],
+            express: c[stat_idx_STAT_EXPRESS as usize],
+            express_no_tokens: c[stat_idx_STAT_EXPRESS_NO_TOKENS as usize],
+            fair_tasks: self.policy.nr_tasks() as u64,
+        })
+    }
+
+    /// Serves the fair path until `shutdown` is set or the kernel ejects
+    /// the scheduler. Returns the kernel's exit information.
+    pub fn run(&mut self, shutdown: &AtomicBool, metrics: &SharedMetrics) -> Result<UserExitInfo> {
+        let pending: Rc<RefCell<Vec<bpf_intf::queued_task>>> = Rc::default();
+        let sink = pending.clone();
+        let mut rb = RingBufferBuilder::new();
+        rb.add(&self.skel.maps.queued, move |data: &[u8]| {
+            if data.len() >= size_of::<bpf_intf::queued_task>() {
+                // SAFETY: the BPF side writes a struct queued_task.
+                let msg = unsafe {
+                    std::ptr::read_unaligned(data.as_ptr() as *const bpf_intf::queued_task)
+                };
+                sink.borrow_mut().push(msg);
+            }
+            0
+        })?;
+        let queued = rb.build()?;
+        let dispatched = UserRingBuffer::new(&self.skel.maps.dispatched)?;
+
+        let mut last_housekeeping = Instant::now();
+        let mut full_warned = false;
+        let mut batch = Vec::new();
+        while !shutdown.load(Ordering::Relaxed) && !uei_exited!(&self.skel, uei) {
+            if let Err(e) = queued.poll(POLL_TIMEOUT) {
+                if e.kind() != libbpf_rs::ErrorKind::Interrupted {
+                    return Err(e).context("polling the queued ring buffer");
+                }
+            }
+            std::mem::swap(&mut batch, &mut *pending.borrow_mut());
+
+            let vtime_now = self.read_bss(|b| &b.vtime_now);
+            let nr_waiting = self.read_bss(|b| &b.nr_queued_shared) + batch.len() as u64;
+            let now = monotonic_ns();
+            let mut sent = 0;
+            for msg in batch.drain(..) {
+                let d = self.policy.decide(&runnable(&msg), vtime_now, nr_waiting, now);
+                match send_decision(&dispatched, &msg, &d) {
+                    Ok(()) => sent += 1,
+                    Err(e) => {
+                        // BPF rescues the task after rescue_ms; say so once.
+                        if !full_warned {
+                            warn!("dispatch ring full ({e}); BPF will rescue queued tasks");
+                            full_warned = true;
+                        }
+                    }
+                }
+            }
+            if sent > 0 {
+                self.add_user_submitted(sent);
+            }
+
+            if last_housekeeping.elapsed() >= HOUSEKEEPING {
+                last_housekeeping = Instant::now();
+                let dropped = self.policy.prune(now, FORGET_AFTER_NS);
+                if dropped > 0 {
+                    debug!("forgot {dropped} idle tasks");
+                }
+                *metrics.lock().unwrap() = self.metrics()?;
+            }
+        }
+
+        // Detach, then read why the scheduler stopped.
+        self.struct_ops.take();
+        info!("scx_express detached");
+        uei_report!(&self.skel, uei)
+    }
+}
+
+fn runnable(msg: &bpf_intf::queued_task) -> Runnable {
+    Runnable {
+        pid: msg.pid,
+        cpu: msg.cpu,
+        nr_cpus_allowed: msg.nr_cpus_allowed,
+        weight: msg.weight,
+        sum_exec_runtime: msg.sum_exec_runtime,
+        wakeup: msg.flags & bpf_intf::queued_flags_QUEUED_WAKEUP != 0,
+    }
+}
+
+fn send_decision(
+    ring: &UserRingBuffer,
+    msg: &bpf_intf::queued_task,
+    d: &Decision,
+) -> Result<()> {
+    let out = bpf_intf::dispatched_task {
+        pid: msg.pid,
+        cpu: d.cpu,
+        slot: msg.slot,
+        __pad: 0,
+        seq: msg.seq,
+        slice_ns: d.slice_ns,
+        vtime: d.vtime,
+    };
+    let mut sample = ring.reserve(size_of::<bpf_intf::dispatched_task>())?;
+    // SAFETY: dispatched_task is plain old data of exactly this size.
+    let bytes = unsafe {
+        std::slice::from_raw_parts(
+            &out as *const _ as *const u8,
+            size_of::<bpf_intf::dispatched_task>(),
+        )
+    };
+    sample.copy_from_slice(bytes);
+    ring.submit(sample)?;
+    Ok(())
+}

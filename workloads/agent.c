@@ -1,0 +1,397 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * agent: stand-in for an AI-agent control loop talking to a local tool server.
+ *
+ * Each step the agent thread ("agent-loop") sends a request over TCP loopback,
+ * blocks in epoll_wait, reads the reply, and then burns --burst-iters of CPU
+ * (the "think" step).  The tool server sleeps --reply-delay-us and replies
+ * with its CLOCK_MONOTONIC send time, so the agent can measure its
+ *
+ *     local tail = (time the agent has read the reply) - (server send time)
+ *
+ * i.e. wakeup + scheduling latency of the agent thread, which is what the
+ * express lane should keep small when the machine is busy.
+ *
+ * Modes: default forks the server into its own process ("tool-server"), as
+ * in reality; --threads runs it as a thread of this process instead;
+ * --server-only / --client-only --port P run one side.
+ *
+ * Output: "agent_tid=<tid>" first (flushed), then key=value lines, or with
+ * --json a single JSON object on the last line.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common.h"
+
+struct request {
+	uint64_t seq;
+	uint64_t delay_us;		/* server sleeps this long, then replies */
+};
+
+struct reply {
+	uint64_t seq;
+	uint64_t send_ns;		/* server CLOCK_MONOTONIC, before write */
+};
+
+static struct {
+	unsigned long long steps, warmup, reply_delay_us, burst_iters, port;
+	double duration;
+	bool json, threads, server_only, client_only;
+} opt = {
+	.warmup = 20, .reply_delay_us = 2000,
+	.burst_iters = 125000,		/* ~200 us at ~1.6 ns/iter */
+};
+
+static volatile uint64_t sink;
+
+static void usage(int rc)
+{
+	fprintf(rc ? stderr : stdout,
+"usage: agent [options]\n"
+"  --steps N            measured steps (default 1000 if no duration given)\n"
+"  --duration S         measure for S seconds instead\n"
+"  --warmup N           unmeasured steps first (default 20)\n"
+"  --reply-delay-us US  tool-server delay per request, sent with each\n"
+"                       request (default 2000)\n"
+"  --burst-iters N      agent CPU burst per step (default 125000, ~200us)\n"
+"  --threads            server as a thread of this process (default: fork)\n"
+"  --server-only        only serve (prints server_port=P); runs until killed\n"
+"  --client-only        only the agent; needs --port\n"
+"  --port P             port (default: ephemeral)\n"
+"  --json               JSON report (last line of stdout)\n");
+	exit(rc);
+}
+
+static void parse_args(int argc, char **argv)
+{
+	enum { O_STEPS = 256, O_DURATION, O_WARMUP, O_DELAY, O_BURST, O_THREADS,
+	       O_SERVER, O_CLIENT, O_PORT, O_JSON };
+	static const struct option lopts[] = {
+		{ "steps", 1, 0, O_STEPS }, { "duration", 1, 0, O_DURATION },
+		{ "warmup", 1, 0, O_WARMUP },
+		{ "reply-delay-us", 1, 0, O_DELAY },
+		{ "burst-iters", 1, 0, O_BURST },
+		{ "threads", 0, 0, O_THREADS },
+		{ "server-only", 0, 0, O_SERVER },
+		{ "client-only", 0, 0, O_CLIENT }, { "port", 1, 0, O_PORT },
+		{ "json", 0, 0, O_JSON }, { "help", 0, 0, 'h' }, { 0 },
+	};
+	int c, li = 0;
+
+	while ((c = getopt_long(argc, argv, "h", lopts, &li)) != -1) {
+		const char *n = lopts[li].name;
+
+		switch (c) {
+		case O_STEPS: opt.steps = parse_ull(n, optarg); break;
+		case O_DURATION: opt.duration = parse_double(n, optarg); break;
+		case O_WARMUP: opt.warmup = parse_ull(n, optarg); break;
+		case O_DELAY: opt.reply_delay_us = parse_ull(n, optarg); break;
+		case O_BURST: opt.burst_iters = parse_ull(n, optarg); break;
+		case O_THREADS: opt.threads = true; break;
+		case O_SERVER: opt.server_only = true; break;
+		case O_CLIENT: opt.client_only = true; break;
+		case O_PORT: opt.port = parse_ull(n, optarg); break;
+		case O_JSON: opt.json = true; break;
+		case 'h': usage(0); break;
+		default: usage(2);
+		}
+	}
+	if (optind != argc || opt.port > 65535 ||
+	    (opt.server_only && opt.client_only) ||
+	    (opt.client_only && !opt.port))
+		usage(2);
+	if (!opt.steps && opt.duration <= 0)
+		opt.steps = 1000;
+}
+
+static void die(const char *what)
+{
+	perror(what);
+	exit(1);
+}
+
+/* Exactly n bytes, or false on EOF/error. */
+static bool read_full(int fd, void *buf, size_t n)
+{
+	for (size_t got = 0; got < n;) {
+		ssize_t r = read(fd, (char *)buf + got, n - got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return false;
+		got += r;
+	}
+	return true;
+}
+
+static bool write_full(int fd, const void *buf, size_t n)
+{
+	for (size_t done = 0; done < n;) {
+		ssize_t r = write(fd, (const char *)buf + done, n - done);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return false;
+		done += r;
+	}
+	return true;
+}
+
+static void set_nodelay(int fd)
+{
+	int one = 1;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+static int listen_loopback(unsigned port, unsigned *bound)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_port = htons(port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		die("socket");
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) || listen(fd, 16))
+		die("bind/listen 127.0.0.1");
+	if (getsockname(fd, (struct sockaddr *)&a, &len))
+		die("getsockname");
+	*bound = ntohs(a.sin_port);
+	return fd;
+}
+
+/* Tool server, one connection: struct request in, struct reply out. */
+static void *serve_conn(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	struct request q;
+
+	pthread_setname_np(pthread_self(), "tool-server");
+	set_nodelay(fd);
+	while (read_full(fd, &q, sizeof(q))) {
+		struct reply r = { .seq = q.seq };
+
+		sleep_ns(q.delay_us * 1000);
+		r.send_ns = now_ns();
+		if (!write_full(fd, &r, sizeof(r)))
+			break;
+	}
+	close(fd);
+	return NULL;
+}
+
+/* Accept connections forever, a thread each (--server-only). */
+static void serve_forever(int lfd)
+{
+	for (;;) {
+		pthread_t t;
+		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+
+		if (fd < 0) {
+			if (errno == EINTR)
+				continue;
+			die("accept");
+		}
+		if (pthread_create(&t, NULL, serve_conn, (void *)(intptr_t)fd))
+			die("pthread_create");
+		pthread_detach(t);
+	}
+}
+
+static void *serve_one(void *arg)
+{
+	int fd = accept4((int)(intptr_t)arg, NULL, NULL, SOCK_CLOEXEC);
+
+	if (fd < 0)
+		die("accept");
+	return serve_conn((void *)(intptr_t)fd);
+}
+
+static int connect_loopback(unsigned port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_port = htons(port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)))
+		die("connect 127.0.0.1");
+	set_nodelay(fd);
+	return fd;
+}
+
+static pid_t server_pid;
+
+/* One agent step; returns false if the server went away. */
+static bool step(int fd, int ep, uint64_t seq, uint64_t *tail, uint64_t *rtt)
+{
+	struct request q = { .seq = seq, .delay_us = opt.reply_delay_us };
+	struct epoll_event ev;
+	struct reply r;
+	uint64_t t_send = now_ns(), t_recv;
+	int n;
+
+	if (!write_full(fd, &q, sizeof(q)))
+		return false;
+	do
+		n = epoll_wait(ep, &ev, 1, -1);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		die("epoll_wait");
+	if (!read_full(fd, &r, sizeof(r)) || r.seq != seq)
+		return false;
+	t_recv = now_ns();
+	*tail = t_recv > r.send_ns ? t_recv - r.send_ns : 0;
+	*rtt = t_recv - t_send;
+	sink = spin_iters(opt.burst_iters, seq);	/* "think" */
+	return true;
+}
+
+static void report(const struct samples *tail, const struct samples *rtt,
+		   double secs, pid_t tid, const struct rusage *r0,
+		   const struct rusage *r1)
+{
+	double sps = secs > 0 ? tail->n / secs : 0;
+	long nvcsw = r1->ru_nvcsw - r0->ru_nvcsw;
+	long nivcsw = r1->ru_nivcsw - r0->ru_nivcsw;
+	double cpu_ms = tv_ms(r1->ru_utime) + tv_ms(r1->ru_stime) -
+			tv_ms(r0->ru_utime) - tv_ms(r0->ru_stime);
+	const char *fmt = opt.json ?
+		"{\"workload\":\"agent\",\"pid\":%d,\"agent_tid\":%d,"
+		"\"server_pid\":%d,\"steps\":%zu,\"duration_s\":%.3f,"
+		"\"steps_per_s\":%.2f,\"tail_p50_us\":%.1f,"
+		"\"tail_p99_us\":%.1f,\"tail_p999_us\":%.1f,"
+		"\"tail_max_us\":%.1f,\"tail_mean_us\":%.1f,"
+		"\"rtt_p50_us\":%.1f,\"rtt_p99_us\":%.1f,"
+		"\"agent_nvcsw\":%ld,\"agent_nivcsw\":%ld,"
+		"\"agent_cpu_ms\":%.1f,\"reply_delay_us\":%llu,"
+		"\"burst_iters\":%llu}\n" :
+		"pid=%d\nagent_tid=%d\nserver_pid=%d\nsteps=%zu\n"
+		"duration_s=%.3f\nsteps_per_s=%.2f\ntail_p50_us=%.1f\n"
+		"tail_p99_us=%.1f\ntail_p999_us=%.1f\ntail_max_us=%.1f\n"
+		"tail_mean_us=%.1f\nrtt_p50_us=%.1f\nrtt_p99_us=%.1f\n"
+		"agent_nvcsw=%ld\nagent_nivcsw=%ld\nagent_cpu_ms=%.1f\n"
+		"reply_delay_us=%llu\nburst_iters=%llu\n";
+
+	printf(fmt, getpid(), tid, server_pid, tail->n, secs, sps,
+	       samples_pct_us(tail, 0.50), samples_pct_us(tail, 0.99),
+	       samples_pct_us(tail, 0.999), samples_pct_us(tail, 1.0),
+	       samples_mean_us(tail), samples_pct_us(rtt, 0.50),
+	       samples_pct_us(rtt, 0.99), nvcsw, nivcsw, cpu_ms,
+	       opt.reply_delay_us, opt.burst_iters);
+	fflush(stdout);
+}
+
+static void *agent_main(void *arg)
+{
+	int fd = (int)(intptr_t)arg, ep = epoll_create1(EPOLL_CLOEXEC);
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct samples tail = { 0 }, rtt = { 0 };
+	struct rusage r0, r1;
+	uint64_t seq = 0, t0, t1, end_ns, a, b;
+	pid_t tid = gettid();
+
+	pthread_setname_np(pthread_self(), "agent-loop");
+	printf("agent_tid=%d\n", tid);
+	fflush(stdout);
+	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev))
+		die("epoll");
+
+	for (unsigned long long i = 0; i < opt.warmup; i++)
+		if (!step(fd, ep, seq++, &a, &b))
+			goto lost;
+
+	getrusage(RUSAGE_THREAD, &r0);
+	t0 = now_ns();
+	end_ns = opt.duration > 0 ? t0 + (uint64_t)(opt.duration * 1e9) : 0;
+	for (;;) {
+		if (!step(fd, ep, seq++, &a, &b))
+			goto lost;
+		samples_add(&tail, a);
+		samples_add(&rtt, b);
+		if (opt.steps && tail.n >= opt.steps)
+			break;
+		if (end_ns && now_ns() >= end_ns)
+			break;
+	}
+	t1 = now_ns();
+	getrusage(RUSAGE_THREAD, &r1);
+
+	samples_sort(&tail);
+	samples_sort(&rtt);
+	report(&tail, &rtt, (t1 - t0) / 1e9, tid, &r0, &r1);
+	free(tail.v);
+	free(rtt.v);
+	close(ep);
+	return NULL;
+lost:
+	fprintf(stderr, "agent: lost the tool server\n");
+	exit(1);
+}
+
+int main(int argc, char **argv)
+{
+	unsigned port;
+	pthread_t at, st;
+	int lfd = -1, fd;
+
+	parse_args(argc, argv);
+	signal(SIGPIPE, SIG_IGN);
+	port = opt.port;
+
+	if (!opt.client_only) {
+		lfd = listen_loopback(port, &port);
+		if (opt.server_only) {
+			printf("server_port=%u\n", port);
+			fflush(stdout);
+			serve_forever(lfd);
+		}
+		if (opt.threads) {
+			if (pthread_create(&st, NULL, serve_one,
+					   (void *)(intptr_t)lfd))
+				die("pthread_create");
+		} else {
+			/* Fork before any thread exists; the child serves one
+			 * connection and dies with us. */
+			server_pid = fork();
+			if (server_pid < 0)
+				die("fork");
+			if (server_pid == 0) {
+				prctl(PR_SET_PDEATHSIG, SIGTERM);
+				prctl(PR_SET_NAME, "tool-server");
+				serve_one((void *)(intptr_t)lfd);
+				_exit(0);
+			}
+			close(lfd);
+		}
+	}
+
+	fd = connect_loopback(port);
+	if (pthread_create(&at, NULL, agent_main, (void *)(intptr_t)fd))
+		die("pthread_create");
+	pthread_join(at, NULL);
+	close(fd);		/* server sees EOF and exits */
+	if (opt.threads)
+		pthread_join(st, NULL);
+	if (server_pid > 0)
+		waitpid(server_pid, NULL, 0);
+	return 0;
+}

@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Small helpers shared by the scx_express test workloads (header only).
+ *
+ * spin_iters() is the unit of "CPU work" used everywhere (fake launches,
+ * agent bursts, helper threads, hogs).  It is a serial xorshift chain, so its
+ * cost per iteration is fixed by instruction latency (no vectorisation, no
+ * closed form) and lost CPU shows up as lost iterations, not as wall time.
+ * Run build/calibrate to see its cost on a given machine.
+ */
+#ifndef EXPRESS_WORKLOADS_COMMON_H
+#define EXPRESS_WORKLOADS_COMMON_H
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Run n iterations of CPU work; returns a value the caller should consume. */
+static inline uint64_t spin_iters(uint64_t n, uint64_t seed)
+{
+	uint64_t x = seed | 1;
+
+	for (uint64_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		__asm__ volatile("" : "+r"(x)); /* keep the chain opaque */
+	}
+	return x;
+}
+
+static inline uint64_t clock_ns(clockid_t clk)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t now_ns(void)
+{
+	return clock_ns(CLOCK_MONOTONIC);
+}
+
+/* Sleep for ns nanoseconds (relative, CLOCK_MONOTONIC), restarting on EINTR. */
+static inline void sleep_ns(uint64_t ns)
+{
+	struct timespec ts = { .tv_sec = ns / 1000000000ull,
+			       .tv_nsec = ns % 1000000000ull };
+
+	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
+		;
+}
+
+static inline double tv_ms(struct timeval tv)
+{
+	return tv.tv_sec * 1e3 + tv.tv_usec / 1e3;
+}
+
+/* Growable array of nanosecond samples. */
+struct samples {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+static inline void samples_add(struct samples *s, uint64_t x)
+{
+	if (s->n == s->cap) {
+		s->cap = s->cap ? s->cap * 2 : 4096;
+		s->v = realloc(s->v, s->cap * sizeof(*s->v));
+		if (!s->v) {
+			perror("realloc");
+			exit(1);
+		}
+	}
+	s->v[s->n++] = x;
+}
+
+static inline int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static inline void samples_sort(struct samples *s)
+{
+	if (s->n)
+		qsort(s->v, s->n, sizeof(*s->v), cmp_u64);
+}
+
+/* Nearest-rank percentile (p in [0,1]) of a sorted sample set, in µs. */
+static inline double samples_pct_us(const struct samples *s, double p)
+{
+	size_t idx;
+
+	if (!s->n)
+		return 0;
+	idx = (size_t)(p * s->n + 0.999999);
+	idx = idx ? idx - 1 : 0;
+	if (idx >= s->n)
+		idx = s->n - 1;
+	return s->v[idx] / 1e3;
+}
+
+static inline double samples_mean_us(const struct samples *s)
+{
+	double sum = 0;
+
+	for (size_t i = 0; i < s->n; i++)
+		sum += s->v[i];
+	return s->n ? sum / s->n / 1e3 : 0;
+}
+
+/* Strict numeric option parsing: exits with a message on garbage. */
+static inline unsigned long long parse_ull(const char *opt, const char *s)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || end == s || *end || *s == '-') {
+		fprintf(stderr, "invalid value for %s: '%s'\n", opt, s);
+		exit(2);
+	}
+	return v;
+}
+
+static inline double parse_double(const char *opt, const char *s)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || v < 0) {
+		fprintf(stderr, "invalid value for %s: '%s'\n", opt, s);
+		exit(2);
+	}
+	return v;
+}
+
+#endif
