@@ -163,13 +163,28 @@ static bool slot_claim(struct inflight_slot *slot, u64 seq)
 	return __sync_bool_compare_and_swap(&slot->seq, seq, seq | SLOT_DONE);
 }
 
-struct drain_ctx {
-	u32 nr;
-};
+/*
+ * Decisions left to drain in this ops.dispatch() call, per CPU. It lives in
+ * a map, not on the stack, so the verifier does not unroll the drain loop
+ * once per possible count.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u32);
+} drain_budget SEC(".maps");
+
+static u32 *drain_budget_get(void)
+{
+	u32 key = 0;
+
+	return bpf_map_lookup_elem(&drain_budget, &key);
+}
 
 static long drain_one(struct bpf_dynptr *dynptr, void *data)
 {
-	struct drain_ctx *ctx = data;
+	u32 *budget = drain_budget_get();
 	struct dispatched_task msg;
 	struct inflight_slot *slot;
 	struct task_struct *p;
@@ -190,7 +205,10 @@ static long drain_one(struct bpf_dynptr *dynptr, void *data)
 		bpf_task_release(p);
 	}
 next:
-	return ++ctx->nr >= DRAIN_BATCH;
+	if (!budget || *budget <= 1)
+		return 1;
+	(*budget)--;
+	return 0;
 }
 
 /* Dispatch the task of @slot ourselves: userspace took too long. */
@@ -251,9 +269,12 @@ static u64 head_vtime(u64 dsq)
 
 __hidden void fair_dispatch(s32 cpu)
 {
-	struct drain_ctx ctx = {};
+	u32 *budget = drain_budget_get();
 
-	bpf_user_ringbuf_drain(&dispatched, drain_one, &ctx, 0);
+	if (budget) {
+		*budget = DRAIN_BATCH;
+		bpf_user_ringbuf_drain(&dispatched, drain_one, NULL, 0);
+	}
 	retire_and_rescue(scx_bpf_now());
 	nr_queued_shared = scx_bpf_dsq_nr_queued(SHARED_DSQ);
 
