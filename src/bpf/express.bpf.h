@@ -53,7 +53,7 @@ void express_lane_stopping(struct task_struct *p);
 s32 fair_init(void);
 bool fair_enqueue_user(struct task_struct *p, u64 enq_flags);
 void fair_enqueue_fallback(struct task_struct *p, u64 enq_flags);
-void fair_dispatch(s32 cpu);
+void fair_dispatch(s32 cpu, struct task_struct *prev);
 void fair_running(struct task_struct *p);
 
 #endif /* __EXPRESS_BPF_H */

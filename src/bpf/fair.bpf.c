@@ -267,9 +267,30 @@ static u64 head_vtime(u64 dsq)
 	return p ? p->scx.dsq_vtime : (u64)-1;
 }
 
-__hidden void fair_dispatch(s32 cpu)
+/*
+ * @prev used up its slice and is still runnable. Its deadline for one more
+ * slice is its current one plus a slice scaled by its weight. If that is
+ * still earlier than every queued deadline, it keeps the CPU: without this,
+ * two tasks sharing a CPU would simply alternate and nice would not count.
+ */
+static bool keep_prev(struct task_struct *prev, u64 best_queued)
+{
+	u64 next;
+
+	if (!prev || !(prev->scx.flags & SCX_TASK_QUEUED))
+		return false;
+	next = prev->scx.dsq_vtime + scale_by_task_weight_inverse(prev, slice_max_ns);
+	if (next >= best_queued)
+		return false;
+	scx_bpf_task_set_dsq_vtime(prev, next);
+	scx_bpf_task_set_slice(prev, slice_max_ns);
+	return true;
+}
+
+__hidden void fair_dispatch(s32 cpu, struct task_struct *prev)
 {
 	u32 *budget = drain_budget_get();
+	u64 local_head, shared_head;
 
 	if (budget) {
 		*budget = DRAIN_BATCH;
@@ -278,8 +299,13 @@ __hidden void fair_dispatch(s32 cpu)
 	retire_and_rescue(scx_bpf_now());
 	nr_queued_shared = scx_bpf_dsq_nr_queued(SHARED_DSQ);
 
+	local_head = head_vtime(cpu);
+	shared_head = head_vtime(SHARED_DSQ);
+	if (keep_prev(prev, local_head < shared_head ? local_head : shared_head))
+		return;
+
 	/* Pinned work and shared work compete on deadline, so neither starves. */
-	if (head_vtime(cpu) <= head_vtime(SHARED_DSQ)) {
+	if (local_head <= shared_head) {
 		if (scx_bpf_dsq_move_to_local(cpu, 0))
 			return;
 		scx_bpf_dsq_move_to_local(SHARED_DSQ, 0);

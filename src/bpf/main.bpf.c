@@ -160,7 +160,7 @@ void BPF_STRUCT_OPS(express_enqueue, struct task_struct *p, u64 enq_flags)
 
 void BPF_STRUCT_OPS(express_dispatch, s32 cpu, struct task_struct *prev)
 {
-	fair_dispatch(cpu);
+	fair_dispatch(cpu, prev);
 }
 
 void BPF_STRUCT_OPS(express_running, struct task_struct *p)
