@@ -162,7 +162,7 @@ impl Config {
             let inner = e.into_inner();
             let at = inner
                 .span()
-                .map(|s| format!(" (line {})", line_of(text, s.start)))
+                .map(|s| where_in(text, s.start))
                 .unwrap_or_default();
             let key = if key == "." { String::new() } else { key };
             fail(vec![ConfigError {
@@ -209,11 +209,31 @@ impl Config {
     pub fn validate(&self) -> Vec<ConfigError> {
         let f = &self.fair;
         let mut checks = vec![
-            ("fair.slice_max_us".to_string(), f.slice_max_us, 100, 100_000),
-            ("fair.slice_min_us".to_string(), f.slice_min_us, 50, f.slice_max_us.max(50)),
-            ("fair.target_latency_us".to_string(), f.target_latency_us, 1000, 1_000_000),
+            (
+                "fair.slice_max_us".to_string(),
+                f.slice_max_us,
+                100,
+                100_000,
+            ),
+            (
+                "fair.slice_min_us".to_string(),
+                f.slice_min_us,
+                50,
+                f.slice_max_us.max(50),
+            ),
+            (
+                "fair.target_latency_us".to_string(),
+                f.target_latency_us,
+                1000,
+                1_000_000,
+            ),
             ("fair.rescue_ms".to_string(), f.rescue_ms, 5, 5000),
-            ("express.slice_us".to_string(), self.express.slice_us, 100, 100_000),
+            (
+                "express.slice_us".to_string(),
+                self.express.slice_us,
+                100,
+                100_000,
+            ),
         ];
         for (name, c) in [("gpu", &self.classes.gpu), ("agent", &self.classes.agent)] {
             checks.push((format!("classes.{name}.burst_ms"), c.burst_ms, 0, 10_000));
@@ -230,7 +250,10 @@ impl Config {
             if !(0.0..=1.0).contains(&c.rate) {
                 errs.push(ConfigError {
                     key: format!("classes.{name}.rate"),
-                    reason: format!("{} is out of range 0.0 ..= 1.0 (a fraction of one CPU)", c.rate),
+                    reason: format!(
+                        "{} is out of range 0.0 ..= 1.0 (a fraction of one CPU)",
+                        c.rate
+                    ),
                 });
             }
         }
@@ -248,8 +271,19 @@ impl Default for Config {
     }
 }
 
-fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].matches('\n').count() + 1
+/// " (line N: `text of that line`)" for a byte offset, to point at the key.
+fn where_in(text: &str, offset: usize) -> String {
+    let offset = offset.min(text.len());
+    let line_no = text.as_bytes()[..offset].iter().filter(|&&b| b == b'\n').count() + 1;
+    let line: String = text
+        .lines()
+        .nth(line_no - 1)
+        .unwrap_or("")
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(80)
+        .collect();
+    format!(" (line {line_no}: `{}`)", line.trim())
 }
 
 /// Where the running config comes from.
@@ -310,7 +344,9 @@ mod tests {
 
     #[test]
     fn unknown_table_is_named() {
-        let msg = Config::parse("[gpu]\nburst_ms = 3\n", "t").unwrap_err().to_string();
+        let msg = Config::parse("[gpu]\nburst_ms = 3\n", "t")
+            .unwrap_err()
+            .to_string();
         assert!(msg.contains("gpu"), "{msg}");
         let msg = Config::parse("[classes.tpu]\nburst_ms = 3\n", "t")
             .unwrap_err()

@@ -74,7 +74,13 @@ impl FairPolicy {
     /// `vtime_now` is the virtual time of the most recently started task;
     /// `nr_waiting` estimates how many tasks compete; `now_ns` is only used
     /// to forget tasks that have gone away.
-    pub fn decide(&mut self, t: &Runnable, vtime_now: u64, nr_waiting: u64, now_ns: u64) -> Decision {
+    pub fn decide(
+        &mut self,
+        t: &Runnable,
+        vtime_now: u64,
+        nr_waiting: u64,
+        now_ns: u64,
+    ) -> Decision {
         let slice_ns = self.slice_for(nr_waiting);
         let lag_floor = vtime_now.saturating_sub(self.params.slice_max_ns);
         let st = self.tasks.entry(t.pid).or_insert(TaskState {
@@ -100,9 +106,15 @@ impl FairPolicy {
         }
 
         Decision {
-            cpu: if t.nr_cpus_allowed == 1 { t.cpu } else { CPU_ANY },
+            cpu: if t.nr_cpus_allowed == 1 {
+                t.cpu
+            } else {
+                CPU_ANY
+            },
             slice_ns,
-            vtime: st.vruntime.saturating_add(scale_by_weight(slice_ns, t.weight)),
+            vtime: st
+                .vruntime
+                .saturating_add(scale_by_weight(slice_ns, t.weight)),
         }
     }
 

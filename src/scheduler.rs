@@ -87,7 +87,8 @@ impl<'a> Scheduler<'a> {
             rodata.class_rate_ppm[i] = (class.rate * 1e6).round() as u64;
         }
 
-        let mut skel = scx_ops_load!(skel, express_ops, uei).map_err(preflight::explain_load_error)?;
+        let mut skel =
+            scx_ops_load!(skel, express_ops, uei).map_err(preflight::explain_load_error)?;
         let struct_ops =
             Some(scx_ops_attach!(skel, express_ops).map_err(preflight::explain_load_error)?);
         info!("scx_express attached (ops express)");
@@ -182,7 +183,9 @@ impl<'a> Scheduler<'a> {
             let now = monotonic_ns();
             let mut sent = 0;
             for msg in batch.drain(..) {
-                let d = self.policy.decide(&runnable(&msg), vtime_now, nr_waiting, now);
+                let d = self
+                    .policy
+                    .decide(&runnable(&msg), vtime_now, nr_waiting, now);
                 match send_decision(&dispatched, &msg, &d) {
                     Ok(()) => sent += 1,
                     Err(e) => {
@@ -226,11 +229,7 @@ fn runnable(msg: &bpf_intf::queued_task) -> Runnable {
     }
 }
 
-fn send_decision(
-    ring: &UserRingBuffer,
-    msg: &bpf_intf::queued_task,
-    d: &Decision,
-) -> Result<()> {
+fn send_decision(ring: &UserRingBuffer, msg: &bpf_intf::queued_task, d: &Decision) -> Result<()> {
     let out = bpf_intf::dispatched_task {
         pid: msg.pid,
         cpu: d.cpu,

@@ -78,12 +78,10 @@ pub type SharedMetrics = Arc<Mutex<Metrics>>;
 
 /// Starts the stats server at scx_stats' default socket path.
 pub fn launch_server(metrics: SharedMetrics) -> Result<StatsServer<(), ()>> {
-    let data = StatsServerData::new()
-        .add_meta(Metrics::meta())
-        .add_stats(
-            "top",
-            Box::new(move |_args, _chan| metrics.lock().unwrap().to_json()),
-        );
+    let data = StatsServerData::new().add_meta(Metrics::meta()).add_stats(
+        "top",
+        Box::new(move |_args, _chan| metrics.lock().unwrap().to_json()),
+    );
     StatsServer::new(data).launch()
 }
 
