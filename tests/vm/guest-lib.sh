@@ -1,0 +1,113 @@
+# shellcheck shell=sh
+# Helpers for VM test scenarios (busybox ash / POSIX sh). In a scenario:
+#   . /lib/vmtest/guest-lib.sh
+# fail and check exit the calling shell: call them from the scenario's main
+# shell, not from a subshell or pipeline, or only that subshell exits.
+
+SCX_SYSFS=/sys/kernel/sched_ext
+
+# _now_cs: set $_now to the guest uptime in centiseconds, without forking.
+_now_cs() {
+    read -r _up _ </proc/uptime
+    _f=${_up#*.}
+    _now=$((${_up%.*} * 100 + ${_f#0}))
+}
+
+# uptime_cs: print the guest uptime in centiseconds.
+uptime_cs() {
+    _now_cs
+    echo "$_now"
+}
+
+# log MSG...: a line on the console, stamped with the guest uptime.
+log() {
+    _now_cs
+    printf '[%d.%02d] %s\n' $((_now / 100)) $((_now % 100)) "$*"
+}
+
+# fail MSG...: report a failure and end the scenario with rc 1.
+fail() {
+    echo "FAIL: $*"
+    exit 1
+}
+
+# check DESC CMD [ARGS...]: run CMD; fail the scenario unless it exits 0.
+check() {
+    _desc=$1
+    shift
+    if "$@"; then
+        echo "ok: $_desc"
+    else
+        fail "$_desc (rc=$?: $*)"
+    fi
+}
+
+# wait_until TIMEOUT_S CMD [ARGS...]: poll CMD every 0.1 s until it exits 0
+# (return 0) or TIMEOUT_S seconds pass (return 1).
+wait_until() {
+    _now_cs
+    _deadline=$((_now + $1 * 100))
+    shift
+    while ! "$@"; do
+        _now_cs
+        [ "$_now" -lt "$_deadline" ] || return 1
+        sleep 0.1
+    done
+}
+
+# sched_state: print the sched_ext state (enabled, disabled, enabling, ...).
+sched_state() {
+    cat "$SCX_SYSFS/state" 2>/dev/null || echo unavailable
+}
+
+# sched_state_is STATE: true if sched_ext is in STATE now (no fork).
+sched_state_is() {
+    read -r _st 2>/dev/null <"$SCX_SYSFS/state" && [ "$_st" = "$1" ]
+}
+_sched_state_is() { sched_state_is "$@"; } # older name
+
+# wait_sched_state STATE TIMEOUT_S: wait until sched_ext is in STATE (e.g.
+# enabled, disabled). Returns 1 and logs the actual state on timeout.
+wait_sched_state() {
+    if wait_until "$2" sched_state_is "$1"; then return 0; fi
+    log "sched_ext state is '$(sched_state)', not '$1', after $2 s"
+    return 1
+}
+
+# sched_ops_name: print the loaded BPF scheduler's name; returns 1 if none.
+# Falls back to the last "BPF scheduler "NAME" enabled" kernel message.
+sched_ops_name() {
+    if [ -r "$SCX_SYSFS/root/ops" ]; then
+        cat "$SCX_SYSFS/root/ops"
+        return 0
+    fi
+    [ "$(sched_state)" = enabled ] || return 1
+    _name=$(dmesg | sed -n 's/.*sched_ext: BPF scheduler "\([^"]*\)" enabled.*/\1/p' | tail -n 1)
+    [ -n "$_name" ] || return 1
+    echo "$_name"
+}
+
+# dmesg_has PATTERN: true if the kernel log matches the extended regex.
+dmesg_has() {
+    dmesg | grep -qE -- "$1"
+}
+
+# task_cputime PID: utime+stime of a task in clock ticks ($VMTEST_CLK_TCK,
+# 100 per second). Fields 14 and 15 of /proc/PID/stat; comm (field 2) may
+# hold spaces and parentheses, so parse after its last ')'.
+task_cputime() {
+    _stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    # After "pid (comm) " the fields start at 3 (state): 14 and 15 are the
+    # 12th and 13th.
+    echo "${_stat##*") "}" | awk '{ print $12 + $13 }'
+}
+
+# export_file PATH [NAME]: send a guest file to the host through the console.
+# run.sh --out-dir DIR saves it as DIR/NAME (default: basename of PATH).
+export_file() {
+    _name=${2:-$(basename "$1")}
+    [ -f "$1" ] || { log "export_file: no such file: $1"; return 1; }
+    echo "@@VMTEST-FILE name=$_name md5=$(md5sum <"$1" | cut -d' ' -f1)@@"
+    base64 <"$1"
+    echo "@@VMTEST-FILE-END@@"
+}

@@ -1,0 +1,37 @@
+#!/bin/sh
+# Fair path honours nice: two CPU hogs pinned to CPU 1, at nice 0 and nice 5,
+# split it about 3:1 (kernel weights 1024:335), within ±25%, read from
+# /proc/PID/stat.
+# vmtest: smp=2 timeout=240 bins=target/release/scx_express,workloads/build/hog
+# shellcheck source=../guest-lib.sh
+. /lib/vmtest/guest-lib.sh
+
+scx_express >/tmp/scx.log 2>&1 &
+scx=$!
+wait_sched_state enabled 60 || { cat /tmp/scx.log; fail "scheduler did not attach"; }
+
+hog --cpu 1 --nice 0 --duration 25 >/tmp/hog0.log &
+h0=$!
+hog --cpu 1 --nice 5 --duration 25 >/tmp/hog5.log &
+h5=$!
+# Skip start-up, then measure a 15 s window.
+sleep 5
+a0=$(task_cputime $h0); a5=$(task_cputime $h5)
+sleep 15
+b0=$(task_cputime $h0); b5=$(task_cputime $h5)
+d0=$((b0 - a0)); d5=$((b5 - a5))
+log "CPU ticks over 15 s: nice0=$d0 nice5=$d5"
+[ "$d5" -gt 0 ] || fail "nice 5 hog got no CPU (starved)"
+# ratio x100, accepted 225..375 (3:1 ±25%)
+ratio=$((d0 * 100 / d5))
+log "ratio x100 = $ratio"
+[ "$ratio" -ge 225 ] && [ "$ratio" -le 375 ] || fail "nice 0 : nice 5 = $ratio/100, expected 3.0 ±25%"
+echo "ok: nice 0 : nice 5 split $ratio/100 (expected 3.0 ±25%)"
+[ $((d0 + d5)) -ge 1200 ] || fail "the two hogs got only $((d0 + d5)) of ~1500 ticks of CPU 1"
+echo "ok: CPU 1 stayed busy ($((d0 + d5)) ticks of 1500)"
+
+wait $h0 $h5
+check "scheduler still attached" sched_state_is enabled
+kill -INT "$scx"
+wait "$scx" || fail "scx_express exited $? after SIGINT"
+echo "ok: detached"
