@@ -13,12 +13,77 @@ use serde::Deserialize;
 /// The shipped default configuration, compiled in.
 pub const DEFAULT_TOML: &str = include_str!("../configs/default.toml");
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub fair: FairConfig,
     pub express: ExpressConfig,
     pub classes: Classes,
+    pub classify: ClassifyConfig,
+}
+
+/// A task class, as written in config files and on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ClassName {
+    Normal,
+    Gpu,
+    Agent,
+}
+
+impl ClassName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClassName::Normal => "normal",
+            ClassName::Gpu => "gpu",
+            ClassName::Agent => "agent",
+        }
+    }
+}
+
+/// Whether a class learned by one thread applies to its whole process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    Thread,
+    Process,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClassifyConfig {
+    pub scan_interval_ms: u64,
+    pub idle_demote_ms: u64,
+    pub launch_window_ms: u64,
+    pub launch_period_ms: u64,
+    pub libraries: Vec<String>,
+    pub launch_symbols: Vec<String>,
+    pub sync_symbols: Vec<String>,
+    pub markers: Vec<Marker>,
+    pub rules: Vec<Rule>,
+}
+
+/// A function whose caller joins a class (an opt-in marker).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Marker {
+    /// Library or binary: a file-name glob, or a path glob if it has a '/'.
+    pub library: String,
+    pub symbol: String,
+    pub class: ClassName,
+}
+
+/// Tasks matching every given field join `class`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    pub class: ClassName,
+    /// cgroup v2 path prefix, e.g. "/agents" matches /agents and /agents/x.
+    pub cgroup_prefix: Option<String>,
+    /// Glob on the thread name (/proc/PID/task/TID/comm).
+    pub comm: Option<String>,
+    /// Glob on the executable path (/proc/PID/exe).
+    pub exe: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -48,6 +113,76 @@ pub struct ClassConfig {
     pub enabled: bool,
     pub burst_ms: u64,
     pub rate: f64,
+    pub scope: Scope,
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+impl Default for ClassifyConfig {
+    fn default() -> Self {
+        Self {
+            scan_interval_ms: 250,
+            idle_demote_ms: 2000,
+            launch_window_ms: 200,
+            launch_period_ms: 10000,
+            libraries: strings(&["libcuda.so*", "libcudart.so*"]),
+            launch_symbols: strings(&[
+                "cuLaunchKernel",
+                "cuLaunchKernel_ptsz",
+                "cuLaunchKernelEx",
+                "cuLaunchKernelEx_ptsz",
+                "cuGraphLaunch",
+                "cuGraphLaunch_ptsz",
+                "cudaLaunchKernel",
+                "cudaLaunchKernel_ptsz",
+                "__cudaLaunchKernel",
+                "__cudaLaunchKernel_ptsz",
+                "cudaLaunchKernelExC",
+                "cudaLaunchKernelExC_ptsz",
+                "cudaGraphLaunch",
+                "cudaGraphLaunch_ptsz",
+            ]),
+            sync_symbols: strings(&[
+                "cuStreamSynchronize",
+                "cuStreamSynchronize_ptsz",
+                "cuCtxSynchronize",
+                "cuEventSynchronize",
+                "cuMemcpyDtoHAsync_v2",
+                "cuMemcpyDtoHAsync_v2_ptsz",
+                "cuMemcpyAsync",
+                "cuMemcpyAsync_ptsz",
+                "cudaStreamSynchronize",
+                "cudaStreamSynchronize_ptsz",
+                "cudaDeviceSynchronize",
+                "cudaEventSynchronize",
+                "cudaMemcpy",
+                "cudaMemcpyAsync",
+                "cudaMemcpyAsync_ptsz",
+                "cudaStreamWaitEvent",
+                "cudaStreamWaitEvent_ptsz",
+            ]),
+            markers: vec![
+                Marker {
+                    library: "libexpress_mark.so*".into(),
+                    symbol: "express_mark_agent".into(),
+                    class: ClassName::Agent,
+                },
+                Marker {
+                    library: "libexpress_mark.so*".into(),
+                    symbol: "express_mark_gpu".into(),
+                    class: ClassName::Gpu,
+                },
+                Marker {
+                    library: "libexpress_mark.so*".into(),
+                    symbol: "express_unmark".into(),
+                    class: ClassName::Normal,
+                },
+            ],
+            rules: Vec::new(),
+        }
+    }
 }
 
 impl Default for FairConfig {
@@ -75,11 +210,13 @@ impl Default for Classes {
                 enabled: true,
                 burst_ms: 20,
                 rate: 0.5,
+                scope: Scope::Thread,
             },
             agent: ClassConfig {
                 enabled: true,
                 burst_ms: 10,
                 rate: 0.25,
+                scope: Scope::Thread,
             },
         }
     }
@@ -94,6 +231,7 @@ impl<'de> Deserialize<'de> for Classes {
             enabled: Option<bool>,
             burst_ms: Option<u64>,
             rate: Option<f64>,
+            scope: Option<Scope>,
         }
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
@@ -107,6 +245,7 @@ impl<'de> Deserialize<'de> for Classes {
                 enabled: p.enabled.unwrap_or(base.enabled),
                 burst_ms: p.burst_ms.unwrap_or(base.burst_ms),
                 rate: p.rate.unwrap_or(base.rate),
+                scope: p.scope.unwrap_or(base.scope),
             }
         }
         let raw = Raw::deserialize(d)?;
@@ -235,6 +374,31 @@ impl Config {
                 100_000,
             ),
         ];
+        let k = &self.classify;
+        checks.push((
+            "classify.scan_interval_ms".into(),
+            k.scan_interval_ms,
+            50,
+            60_000,
+        ));
+        checks.push((
+            "classify.idle_demote_ms".into(),
+            k.idle_demote_ms,
+            10,
+            3_600_000,
+        ));
+        checks.push((
+            "classify.launch_window_ms".into(),
+            k.launch_window_ms,
+            0,
+            60_000,
+        ));
+        checks.push((
+            "classify.launch_period_ms".into(),
+            k.launch_period_ms,
+            k.launch_window_ms.max(100),
+            3_600_000,
+        ));
         for (name, c) in [("gpu", &self.classes.gpu), ("agent", &self.classes.agent)] {
             checks.push((format!("classes.{name}.burst_ms"), c.burst_ms, 0, 10_000));
         }
@@ -257,24 +421,58 @@ impl Config {
                 });
             }
         }
-        errs
-    }
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            fair: FairConfig::default(),
-            express: ExpressConfig::default(),
-            classes: Classes::default(),
+        let globs = k
+            .libraries
+            .iter()
+            .map(|g| ("classify.libraries".to_string(), g))
+            .chain(
+                k.markers
+                    .iter()
+                    .map(|m| ("classify.markers.library".to_string(), &m.library)),
+            )
+            .chain(k.rules.iter().flat_map(|r| {
+                [("comm", &r.comm), ("exe", &r.exe)]
+                    .into_iter()
+                    .filter_map(|(f, g)| g.as_ref().map(|g| (format!("classify.rules.{f}"), g)))
+            }));
+        for (key, g) in globs {
+            if let Err(e) = glob::Pattern::new(g) {
+                errs.push(ConfigError {
+                    key,
+                    reason: format!("bad glob {g:?}: {e}"),
+                });
+            }
         }
+        for (i, r) in k.rules.iter().enumerate() {
+            if r.cgroup_prefix.is_none() && r.comm.is_none() && r.exe.is_none() {
+                errs.push(ConfigError {
+                    key: format!("classify.rules[{i}]"),
+                    reason: "a rule needs at least one of cgroup_prefix, comm, exe".into(),
+                });
+            }
+            if let Some(p) = &r.cgroup_prefix {
+                if !p.starts_with('/') {
+                    errs.push(ConfigError {
+                        key: format!("classify.rules[{i}].cgroup_prefix"),
+                        reason: format!(
+                            "{p:?} must be an absolute cgroup path such as \"/agents\""
+                        ),
+                    });
+                }
+            }
+        }
+        errs
     }
 }
 
 /// " (line N: `text of that line`)" for a byte offset, to point at the key.
 fn where_in(text: &str, offset: usize) -> String {
     let offset = offset.min(text.len());
-    let line_no = text.as_bytes()[..offset].iter().filter(|&&b| b == b'\n').count() + 1;
+    let line_no = text.as_bytes()[..offset]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1;
     let line: String = text
         .lines()
         .nth(line_no - 1)

@@ -9,9 +9,11 @@
 
 mod bpf_intf;
 mod bpf_skel;
+mod classify;
 mod config;
 mod fair;
 mod preflight;
+mod probes;
 mod scheduler;
 mod stats;
 
@@ -67,6 +69,27 @@ enum Command {
         /// The TOML file to check.
         file: PathBuf,
     },
+    /// Set the class of a process's threads, or of one thread, in the
+    /// running scheduler (root only). The CLI outranks every other source.
+    #[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "tid"])))]
+    #[command(group(clap::ArgGroup::new("what").required(true).args(["class", "clear"])))]
+    Mark {
+        /// Every thread of this process.
+        #[arg(long)]
+        pid: Option<i32>,
+        /// This thread only.
+        #[arg(long)]
+        tid: Option<i32>,
+        /// The class to set.
+        #[arg(long, value_enum)]
+        class: Option<config::ClassName>,
+        /// Remove a class set by `mark`, so other sources decide again.
+        #[arg(long)]
+        clear: bool,
+    },
+    /// List classified threads: TID, PID, COMM, CLASS, where the class came
+    /// from, CUDA launches and syncs seen, and express tokens left (root only).
+    Ps,
 }
 
 fn init_logging(verbose: bool) {
@@ -100,7 +123,10 @@ fn secs(v: f64, flag: &str) -> Result<Duration> {
 /// (for example after CPU hotplug).
 fn run_scheduler(cli: &Cli, cfg: Config, shutdown: Arc<AtomicBool>) -> Result<()> {
     preflight::require_sched_ext()?;
-    preflight::require_root("scx_express")?;
+    preflight::require_root(
+        "scx_express",
+        "it loads BPF programs and attaches a sched_ext scheduler",
+    )?;
 
     let metrics = stats::SharedMetrics::default();
     let _server = stats::launch_server(metrics.clone()).context("starting the stats server")?;
@@ -132,10 +158,23 @@ fn run_scheduler(cli: &Cli, cfg: Config, shutdown: Arc<AtomicBool>) -> Result<()
 }
 
 fn real_main(cli: Cli) -> Result<()> {
-    if let Some(Command::CheckConfig { file }) = &cli.command {
-        Config::load(file)?;
-        println!("ok");
-        return Ok(());
+    match &cli.command {
+        Some(Command::CheckConfig { file }) => {
+            Config::load(file)?;
+            println!("ok");
+            return Ok(());
+        }
+        Some(Command::Mark {
+            pid,
+            tid,
+            class,
+            clear,
+        }) => return classify::mark(*pid, *tid, *class, *clear),
+        Some(Command::Ps) => {
+            classify::print_ps(&classify::ps_rows()?);
+            return Ok(());
+        }
+        None => {}
     }
 
     let source = match &cli.config {

@@ -29,15 +29,12 @@ pub fn require_sched_ext() -> Result<()> {
     )
 }
 
-/// Fails unless we run as root.
-pub fn require_root(what: &str) -> Result<()> {
+/// Fails unless we run as root; `why` says what needs it.
+pub fn require_root(what: &str, why: &str) -> Result<()> {
     if unsafe { libc::geteuid() } == 0 {
         return Ok(());
     }
-    bail!(
-        "{what} needs root (it loads BPF programs and attaches a sched_ext \
-         scheduler); run it with sudo or as a systemd service"
-    )
+    bail!("{what} needs root ({why}); run it with sudo")
 }
 
 /// Hints for a BPF open/load/attach failure, from what the system lacks.

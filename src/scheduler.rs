@@ -16,9 +16,11 @@ use scx_utils::{scx_ops_attach, scx_ops_load, scx_ops_open, uei_exited, uei_repo
 
 use crate::bpf_intf;
 use crate::bpf_skel::{BpfSkel, BpfSkelBuilder};
-use crate::config::Config;
+use crate::classify::{self, Pins, RuleEngine, TaskMap};
+use crate::config::{Config, Scope};
 use crate::fair::{Decision, FairParams, FairPolicy, Runnable};
 use crate::preflight;
+use crate::probes::{Attacher, FoundLibrary, ProbeKind, ProbeManager, ProbePoint, ProbeSpec};
 use crate::stats::{Metrics, SharedMetrics};
 
 const US: u64 = 1_000;
@@ -39,19 +41,34 @@ pub fn fair_params(cfg: &Config) -> FairParams {
     }
 }
 
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 pub struct Scheduler<'a> {
     skel: BpfSkel<'a>,
     struct_ops: Option<libbpf_rs::Link>,
     policy: FairPolicy,
+    probes: ProbeManager<libbpf_rs::Link>,
+    new_libraries: std::sync::mpsc::Receiver<FoundLibrary>,
+    _pins: Pins,
+}
+
+/// Attaches uprobes with the programs of classify.bpf.c.
+struct SkelAttacher<'s, 'o> {
+    progs: &'s crate::bpf_skel::BpfProgs<'o>,
+}
+
+impl Attacher for SkelAttacher<'_, '_> {
+    type Link = libbpf_rs::Link;
+
+    fn attach(&mut self, path: &std::path::Path, point: &ProbePoint) -> Result<libbpf_rs::Link> {
+        use crate::config::ClassName;
+        let prog = match point.kind {
+            ProbeKind::Launch => &self.progs.cuda_launch,
+            ProbeKind::Sync => &self.progs.cuda_sync,
+            ProbeKind::Mark(ClassName::Agent) => &self.progs.mark_agent,
+            ProbeKind::Mark(ClassName::Gpu) => &self.progs.mark_gpu,
+            ProbeKind::Mark(ClassName::Normal) => &self.progs.mark_normal,
+        };
+        Ok(prog.attach_uprobe(false, -1, path, point.offset as usize)?)
+    }
 }
 
 impl<'a> Scheduler<'a> {
@@ -80,8 +97,10 @@ impl<'a> Scheduler<'a> {
             (bpf_intf::task_class_CLASS_GPU, &cfg.classes.gpu),
             (bpf_intf::task_class_CLASS_AGENT, &cfg.classes.agent),
         ];
+        rodata.idle_demote_ns = cfg.classify.idle_demote_ms * MS;
         for (idx, class) in classes {
             let i = idx as usize;
+            rodata.class_scope_process[i] = class.scope == Scope::Process;
             rodata.class_enabled[i] = class.enabled;
             rodata.class_burst_ns[i] = class.burst_ms * MS;
             rodata.class_rate_ppm[i] = (class.rate * 1e6).round() as u64;
@@ -89,6 +108,26 @@ impl<'a> Scheduler<'a> {
 
         let mut skel =
             scx_ops_load!(skel, express_ops, uei).map_err(preflight::explain_load_error)?;
+
+        // Classification: pin the class maps for `mark`/`ps`, then scan for
+        // CUDA libraries and markers and apply rules on a thread of its own.
+        let pins = Pins::pin(&mut [
+            (classify::PIN_TASK_CLASS, &mut skel.maps.task_class),
+            (classify::PIN_TASK_CTXS, &mut skel.maps.task_ctxs),
+            (classify::PIN_PROC_CLASS, &mut skel.maps.proc_class),
+        ])?;
+        let class_map = TaskMap::new(libbpf_rs::MapHandle::try_from(&skel.maps.task_class)?);
+        let new_libraries = classify::spawn_scanner(
+            ProbeSpec::from_config(&cfg.classify)?,
+            RuleEngine::new(&cfg.classify.rules)?,
+            class_map,
+            Duration::from_millis(cfg.classify.scan_interval_ms),
+        )?;
+        let probes = ProbeManager::new(
+            Duration::from_millis(cfg.classify.launch_window_ms),
+            Duration::from_millis(cfg.classify.launch_period_ms),
+        );
+
         let struct_ops =
             Some(scx_ops_attach!(skel, express_ops).map_err(preflight::explain_load_error)?);
         info!("scx_express attached (ops express)");
@@ -97,7 +136,22 @@ impl<'a> Scheduler<'a> {
             skel,
             struct_ops,
             policy: FairPolicy::new(fair_params(cfg)),
+            probes,
+            new_libraries,
+            _pins: pins,
         })
+    }
+
+    /// Attaches probes to libraries the scanner found, and runs the launch
+    /// probe windows. Only attach/detach syscalls: cheap enough for this loop.
+    fn service_probes(&mut self) {
+        let mut att = SkelAttacher {
+            progs: &self.skel.progs,
+        };
+        while let Ok(lib) = self.new_libraries.try_recv() {
+            self.probes.add_library(&mut att, lib);
+        }
+        self.probes.tick(&mut att, Instant::now());
     }
 
     fn bss(&self) -> &crate::bpf_skel::types::bss {
@@ -145,6 +199,8 @@ impl<'a> Scheduler<'a> {
             express: c[stat_idx_STAT_EXPRESS as usize],
             express_no_tokens: c[stat_idx_STAT_EXPRESS_NO_TOKENS as usize],
             fair_tasks: self.policy.nr_tasks() as u64,
+            probed_libraries: self.probes.counts().libraries,
+            launch_windows: self.probes.counts().windows,
         })
     }
 
@@ -180,7 +236,7 @@ impl<'a> Scheduler<'a> {
 
             let vtime_now = self.read_bss(|b| &b.vtime_now);
             let nr_waiting = self.read_bss(|b| &b.nr_queued_shared) + batch.len() as u64;
-            let now = monotonic_ns();
+            let now = classify::monotonic_ns();
             let mut sent = 0;
             for msg in batch.drain(..) {
                 let d = self
@@ -200,6 +256,7 @@ impl<'a> Scheduler<'a> {
             if sent > 0 {
                 self.add_user_submitted(sent);
             }
+            self.service_probes();
 
             if last_housekeeping.elapsed() >= HOUSEKEEPING {
                 last_housekeeping = Instant::now();

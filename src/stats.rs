@@ -33,6 +33,10 @@ pub struct Metrics {
     pub express_no_tokens: u64,
     #[stat(desc = "Tasks known to the fair policy")]
     pub fair_tasks: u64,
+    #[stat(desc = "Libraries with CUDA or marker uprobes attached")]
+    pub probed_libraries: u64,
+    #[stat(desc = "Launch-probe windows opened")]
+    pub launch_windows: u64,
 }
 
 impl Metrics {
@@ -41,7 +45,7 @@ impl Metrics {
         writeln!(
             w,
             "[express] user q/d {}/{} idle {} kthr {} self {} fallback {} rescued {} \
-             express {} no_tokens {} tasks {}",
+             express {} no_tokens {} tasks {} libs {} windows {}",
             self.user_queued,
             self.user_dispatched,
             self.direct_idle,
@@ -52,6 +56,8 @@ impl Metrics {
             self.express,
             self.express_no_tokens,
             self.fair_tasks,
+            self.probed_libraries,
+            self.launch_windows,
         )?;
         Ok(())
     }
@@ -69,6 +75,8 @@ impl Metrics {
             express: self.express.wrapping_sub(prev.express),
             express_no_tokens: self.express_no_tokens.wrapping_sub(prev.express_no_tokens),
             fair_tasks: self.fair_tasks,
+            probed_libraries: self.probed_libraries,
+            launch_windows: self.launch_windows.wrapping_sub(prev.launch_windows),
         }
     }
 }

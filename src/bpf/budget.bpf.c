@@ -29,10 +29,8 @@ static void budget_refill(struct task_ctx *tctx, u32 class, u64 now)
 	tctx->refill_ns = now;
 }
 
-__hidden bool budget_has_tokens(struct task_ctx *tctx, u64 now)
+__hidden bool budget_has_tokens(struct task_ctx *tctx, u32 class, u64 now)
 {
-	u32 class = tctx->class;
-
 	if (class >= NR_CLASSES)
 		return false;
 	budget_refill(tctx, class, now);

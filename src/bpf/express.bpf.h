@@ -27,20 +27,13 @@ extern const volatile u64 express_slice_ns;
 /* ---- Stats (main.bpf.c) ---- */
 void stat_inc(enum stat_idx idx);
 
-/* ---- Per-task context (classify.bpf.c) ---- */
-struct task_ctx {
-	u32 class;		/* enum task_class */
-	u32 express_queued;	/* dispatched by the express lane, not yet running */
-	u64 tokens_ns;		/* token bucket level (budget.bpf.c) */
-	u64 refill_ns;		/* last refill timestamp */
-	u64 express_since_ns;	/* start of the current express run, 0 if none */
-};
-
+/* ---- Per-task context and class (classify.bpf.c) ---- */
 struct task_ctx *task_ctx_get(struct task_struct *p);
 struct task_ctx *task_ctx_create(struct task_struct *p);
+u32 task_class_of(struct task_struct *p);
 
 /* ---- Budget: per-task token bucket (budget.bpf.c) ---- */
-bool budget_has_tokens(struct task_ctx *tctx, u64 now);
+bool budget_has_tokens(struct task_ctx *tctx, u32 class, u64 now);
 void budget_charge(struct task_ctx *tctx, u64 now);
 
 /* ---- Express placement (placement.bpf.c) ---- */

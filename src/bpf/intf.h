@@ -51,6 +51,37 @@ enum task_class {
 	NR_CLASSES	= 3,
 };
 
+/* Who set a task's class. A source never overrides a higher one. */
+enum class_source {
+	SRC_NONE	= 0,
+	SRC_PROBE	= 1,	/* CUDA launch/sync uprobe; lapses after idle_demote */
+	SRC_MARKER	= 2,	/* opt-in marker uprobe (express_mark_*) */
+	SRC_RULE	= 3,	/* cgroup/comm/exe rule from the config */
+	SRC_CLI		= 4,	/* `scx_express mark` */
+};
+
+/*
+ * The task-class map's value (BPF task storage, one per thread). Every
+ * classification source writes it; the scheduler reads it.
+ */
+struct task_class_info {
+	u32 class;		/* enum task_class */
+	u32 source;		/* enum class_source */
+	u64 launches;		/* CUDA launch-probe hits */
+	u64 syncs;		/* CUDA sync/copy-probe hits */
+	u64 last_gpu_ns;	/* last CUDA call seen (CLOCK_MONOTONIC) */
+	u64 demote_at_ns;	/* SRC_PROBE: class lapses to normal after this */
+};
+
+/* The scheduler's own per-task state (task storage `task_ctxs`). */
+struct task_ctx {
+	u32 express_queued;	/* dispatched by the express lane, not yet running */
+	u32 __pad;
+	u64 tokens_ns;		/* token bucket level (budget.bpf.c) */
+	u64 refill_ns;		/* last refill timestamp */
+	u64 express_since_ns;	/* start of the current express run, 0 if none */
+};
+
 /*
  * BPF -> userspace: a runnable task that the fair path must schedule.
  * Sent through the `queued` ring buffer from ops.enqueue().

@@ -13,15 +13,15 @@
 /* The task's context if it may take the express lane right now. */
 static struct task_ctx *express_ctx(struct task_struct *p)
 {
-	struct task_ctx *tctx = task_ctx_get(p);
-	u32 class;
+	u32 class = task_class_of(p);
+	struct task_ctx *tctx;
 
-	if (!tctx)
-		return NULL;
-	class = tctx->class;
 	if (class == CLASS_NORMAL || class >= NR_CLASSES || !class_enabled[class])
 		return NULL;
-	if (!budget_has_tokens(tctx, scx_bpf_now())) {
+	tctx = task_ctx_get(p);
+	if (!tctx)
+		return NULL;
+	if (!budget_has_tokens(tctx, class, bpf_ktime_get_ns())) {
 		stat_inc(STAT_EXPRESS_NO_TOKENS);
 		return NULL;
 	}
@@ -73,7 +73,7 @@ __hidden void express_lane_running(struct task_struct *p)
 	if (!tctx || !tctx->express_queued)
 		return;
 	tctx->express_queued = 0;
-	tctx->express_since_ns = scx_bpf_now();
+	tctx->express_since_ns = bpf_ktime_get_ns();
 }
 
 __hidden void express_lane_stopping(struct task_struct *p)
@@ -81,5 +81,5 @@ __hidden void express_lane_stopping(struct task_struct *p)
 	struct task_ctx *tctx = task_ctx_get(p);
 
 	if (tctx)
-		budget_charge(tctx, scx_bpf_now());
+		budget_charge(tctx, bpf_ktime_get_ns());
 }

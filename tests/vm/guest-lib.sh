@@ -111,3 +111,13 @@ export_file() {
     base64 <"$1"
     echo "@@VMTEST-FILE-END@@"
 }
+
+# as_nobody CMD...: run a shell command line as the unprivileged user nobody
+# (uid 65534), creating the account on first use.
+as_nobody() {
+    grep -q '^nobody:' /etc/passwd 2>/dev/null ||
+        echo 'nobody:x:65534:65534:nobody:/:/bin/sh' >>/etc/passwd
+    grep -q '^nogroup:' /etc/group 2>/dev/null ||
+        echo 'nogroup:x:65534:' >>/etc/group
+    su -s /bin/sh nobody -c "$*"
+}

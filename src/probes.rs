@@ -1,0 +1,685 @@
+//! CUDA and marker uprobes: find the libraries processes map, resolve the
+//! configured symbols in their ELF files, and attach the BPF programs of
+//! classify.bpf.c to them.
+//!
+//! Cost model: a uprobe traps on every call (about 1 µs on the GPU host).
+//! Sync and device-to-host copy entry points are called a few dozen times
+//! per decode step and stay probed. Launch entry points are called hundreds
+//! of times per step, so their probes are attached only in short windows
+//! (`launch_window_ms` every `launch_period_ms`): enough to classify a
+//! launcher that never syncs, at a small duty cycle.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use log::{debug, info, warn};
+use object::read::ReadCache;
+use object::{Object, ObjectSegment, ObjectSymbol};
+
+use crate::config::{ClassName, ClassifyConfig};
+
+/// Which BPF program a probe runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProbeKind {
+    Launch,
+    Sync,
+    Mark(ClassName),
+}
+
+/// One probe to attach: a file offset in a library, and what it means.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbePoint {
+    pub symbol: String,
+    pub offset: u64,
+    pub kind: ProbeKind,
+}
+
+/// A newly seen library (by device and inode) and its probe points.
+#[derive(Debug, Clone)]
+pub struct FoundLibrary {
+    pub dev: u64,
+    pub ino: u64,
+    /// The library, held open so later attaches (launch windows) work after
+    /// the process that mapped it has exited; attach through `open_path`,
+    /// /proc/self/fd/N, which resolves to the same inode.
+    pub file: std::sync::Arc<File>,
+    pub open_path: PathBuf,
+    /// The path as the mapping process sees it.
+    pub mapped_path: String,
+    pub points: Vec<ProbePoint>,
+}
+
+/// Exported, defined function symbols of an ELF file, with the file offset
+/// a uprobe needs. Reads only the parts of the file it needs.
+pub fn elf_function_offsets(path: &Path) -> Result<HashMap<String, u64>> {
+    let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let cache = ReadCache::new(file);
+    let obj =
+        object::File::parse(&cache).with_context(|| format!("parsing ELF {}", path.display()))?;
+    let segments: Vec<(u64, u64, u64)> = obj
+        .segments()
+        .map(|s| {
+            let (off, _) = s.file_range();
+            (s.address(), s.size(), off)
+        })
+        .collect();
+    let mut out = HashMap::new();
+    for sym in obj.dynamic_symbols() {
+        if sym.kind() != object::SymbolKind::Text || sym.is_undefined() || !sym.is_global() {
+            continue;
+        }
+        let Ok(name) = sym.name() else { continue };
+        // Versioned names may carry "@VERSION"; the uprobe wants the bare name.
+        let name = name.split('@').next().unwrap_or(name);
+        let addr = sym.address();
+        let Some(offset) = segments
+            .iter()
+            .find(|(va, size, _)| addr >= *va && addr < va + size)
+            .map(|(va, _, off)| addr - va + off)
+        else {
+            continue;
+        };
+        out.entry(name.to_string()).or_insert(offset);
+    }
+    Ok(out)
+}
+
+fn basename(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// Matches a library pattern against a mapped path: patterns with a '/'
+/// match the whole path, others the file name.
+pub fn library_matches(pattern: &glob::Pattern, path: &str) -> bool {
+    if pattern.as_str().contains('/') {
+        pattern.matches(path)
+    } else {
+        pattern.matches(basename(path))
+    }
+}
+
+/// What the scanner looks for, compiled from the config.
+#[derive(Debug, Clone)]
+pub struct ProbeSpec {
+    pub cuda_libraries: Vec<glob::Pattern>,
+    pub launch_symbols: Vec<String>,
+    pub sync_symbols: Vec<String>,
+    /// (library or binary pattern, symbol, class)
+    pub markers: Vec<(glob::Pattern, String, ClassName)>,
+}
+
+impl ProbeSpec {
+    pub fn from_config(c: &ClassifyConfig) -> Result<Self> {
+        let pat = |p: &str| glob::Pattern::new(p).with_context(|| format!("bad pattern {p:?}"));
+        Ok(Self {
+            cuda_libraries: c.libraries.iter().map(|p| pat(p)).collect::<Result<_>>()?,
+            launch_symbols: c.launch_symbols.clone(),
+            sync_symbols: c.sync_symbols.clone(),
+            markers: c
+                .markers
+                .iter()
+                .map(|m| Ok((pat(&m.library)?, m.symbol.clone(), m.class)))
+                .collect::<Result<_>>()?,
+        })
+    }
+
+    fn wanted(&self, path: &str) -> bool {
+        self.cuda_libraries.iter().any(|p| library_matches(p, path))
+            || self
+                .markers
+                .iter()
+                .any(|(p, _, _)| library_matches(p, path))
+    }
+
+    /// The probe points of one library, from its exported functions.
+    pub fn points_for(&self, mapped_path: &str, exports: &HashMap<String, u64>) -> Vec<ProbePoint> {
+        let mut points = Vec::new();
+        if self
+            .cuda_libraries
+            .iter()
+            .any(|p| library_matches(p, mapped_path))
+        {
+            let groups = [
+                (&self.launch_symbols, ProbeKind::Launch),
+                (&self.sync_symbols, ProbeKind::Sync),
+            ];
+            for (symbols, kind) in groups {
+                for s in symbols {
+                    if let Some(&offset) = exports.get(s) {
+                        points.push(ProbePoint {
+                            symbol: s.clone(),
+                            offset,
+                            kind,
+                        });
+                    }
+                }
+            }
+        }
+        for (pattern, symbol, class) in &self.markers {
+            if library_matches(pattern, mapped_path) {
+                if let Some(&offset) = exports.get(symbol) {
+                    points.push(ProbePoint {
+                        symbol: symbol.clone(),
+                        offset,
+                        kind: ProbeKind::Mark(*class),
+                    });
+                }
+            }
+        }
+        points
+    }
+}
+
+/// One file-backed mapping of /proc/PID/maps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mapping<'a> {
+    pub start: u64,
+    pub offset: u64,
+    pub path: &'a str,
+}
+
+/// File-backed mappings in /proc/PID/maps text.
+pub fn mappings(maps: &str) -> impl Iterator<Item = Mapping<'_>> {
+    maps.lines().filter_map(|line| {
+        // address perms offset dev inode path
+        let mut f = line.splitn(6, char::is_whitespace);
+        let range = f.next()?;
+        let offset = u64::from_str_radix(f.nth(1)?, 16).ok()?;
+        let path = f.nth(2)?.trim_start();
+        let start = u64::from_str_radix(range.split('-').next()?, 16).ok()?;
+        (path.starts_with('/') && !path.ends_with(" (deleted)")).then_some(Mapping {
+            start,
+            offset,
+            path,
+        })
+    })
+}
+
+/// Name and layout of the registry in libexpress_mark.so
+/// (workloads/marker/express_mark.c): marks made before our uprobes were
+/// attached are read from there.
+pub const MARK_REGISTRY_SYMBOL: &str = "express_mark_registry";
+const MARK_MAGIC: u64 = 0x4b52414d58505845;
+const MARK_SLOTS: usize = 1024;
+
+/// Where the mark registry lives relative to the library's load address.
+pub fn elf_registry_offset(path: &Path) -> Result<Option<u64>> {
+    let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let cache = ReadCache::new(file);
+    let obj =
+        object::File::parse(&cache).with_context(|| format!("parsing ELF {}", path.display()))?;
+    let base = obj.segments().map(|s| s.address()).min().unwrap_or(0);
+    Ok(obj
+        .dynamic_symbols()
+        .find(|s| s.name().is_ok_and(|n| n == MARK_REGISTRY_SYMBOL) && !s.is_undefined())
+        .map(|s| s.address() - base))
+}
+
+/// Reads the mark registry of process `pid` at `addr`: (tid, class) pairs.
+pub fn read_mark_registry(pid: u32, addr: u64) -> Result<Vec<(i32, ClassName)>> {
+    let mut buf = vec![0u8; 16 + 8 * MARK_SLOTS];
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    let n = unsafe { libc::process_vm_readv(pid as i32, &local, 1, &remote, 1, 0) };
+    if n != buf.len() as isize {
+        anyhow::bail!(
+            "process_vm_readv({pid}): {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    parse_mark_registry(&buf)
+}
+
+fn parse_mark_registry(buf: &[u8]) -> Result<Vec<(i32, ClassName)>> {
+    let u64_at = |o: usize| u64::from_ne_bytes(buf[o..o + 8].try_into().unwrap());
+    let i32_at = |o: usize| i32::from_ne_bytes(buf[o..o + 4].try_into().unwrap());
+    if u64_at(0) != MARK_MAGIC {
+        anyhow::bail!("mark registry has a bad magic number");
+    }
+    let count = (i32_at(8) as u32 as usize).min(MARK_SLOTS);
+    Ok((0..count)
+        .filter_map(|i| {
+            let tid = i32_at(16 + 8 * i);
+            let class = match i32_at(20 + 8 * i) {
+                1 => ClassName::Gpu,
+                2 => ClassName::Agent,
+                _ => ClassName::Normal,
+            };
+            (tid > 0).then_some((tid, class))
+        })
+        .collect())
+}
+
+/// What one scan found.
+#[derive(Debug, Default)]
+pub struct ScanResult {
+    pub libraries: Vec<FoundLibrary>,
+    /// Marks recorded in processes' mark registries: (tid, class).
+    pub marks: Vec<(i32, ClassName)>,
+}
+
+/// Scans /proc for libraries to probe; each (device, inode) is reported once.
+///
+/// Every pass reads the maps of processes it has not seen yet, so a new CUDA
+/// process is found within one interval. Every `full_every` passes it reads
+/// all of them, to catch libraries loaded later with dlopen() and marks.
+pub struct LibraryScanner {
+    spec: ProbeSpec,
+    seen: HashSet<(u64, u64)>,
+    /// Files that failed to parse, so they are not re-read every scan.
+    bad: HashSet<(u64, u64)>,
+    /// Marker libraries: where their registry is, if they have one.
+    registries: HashMap<(u64, u64), Option<u64>>,
+    known_pids: HashSet<u32>,
+    pass: u64,
+    full_every: u64,
+}
+
+impl LibraryScanner {
+    pub fn new(spec: ProbeSpec, full_every: u64) -> Self {
+        Self {
+            spec,
+            seen: HashSet::new(),
+            bad: HashSet::new(),
+            registries: HashMap::new(),
+            known_pids: HashSet::new(),
+            pass: 0,
+            full_every: full_every.max(1),
+        }
+    }
+
+    /// One pass over the maps of new processes (or of all, periodically).
+    pub fn scan(&mut self, proc_root: &Path) -> ScanResult {
+        let mut out = ScanResult::default();
+        let Ok(entries) = std::fs::read_dir(proc_root) else {
+            return out;
+        };
+        let full = self.pass.is_multiple_of(self.full_every);
+        self.pass += 1;
+        let mut alive = HashSet::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(pid) = name.to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            alive.insert(pid);
+            if !full && self.known_pids.contains(&pid) {
+                continue;
+            }
+            let Ok(maps) = std::fs::read_to_string(entry.path().join("maps")) else {
+                continue;
+            };
+            let mut this_pid = HashSet::new();
+            for m in mappings(&maps) {
+                if m.offset != 0 || !this_pid.insert(m.path) || !self.spec.wanted(m.path) {
+                    continue;
+                }
+                let open_path = proc_root
+                    .join(pid.to_string())
+                    .join("root")
+                    .join(&m.path[1..]);
+                let Ok(meta) = std::fs::metadata(&open_path) else {
+                    continue;
+                };
+                let key = (meta.dev(), meta.ino());
+                if !self.seen.contains(&key) && !self.bad.contains(&key) {
+                    self.inspect(key, &open_path, m.path, pid, &mut out.libraries);
+                }
+                self.read_marks(key, &open_path, m, pid, &mut out.marks);
+            }
+        }
+        self.known_pids = alive;
+        out
+    }
+
+    fn inspect(
+        &mut self,
+        key: (u64, u64),
+        open_path: &Path,
+        path: &str,
+        pid: u32,
+        found: &mut Vec<FoundLibrary>,
+    ) {
+        let opened = File::open(open_path)
+            .map_err(anyhow::Error::from)
+            .and_then(|f| Ok((f, elf_function_offsets(open_path)?)));
+        match opened {
+            Ok((file, exports)) => {
+                self.seen.insert(key);
+                let points = self.spec.points_for(path, &exports);
+                let open_path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+                found.push(FoundLibrary {
+                    dev: key.0,
+                    ino: key.1,
+                    file: std::sync::Arc::new(file),
+                    open_path,
+                    mapped_path: path.to_string(),
+                    points,
+                });
+            }
+            Err(e) => {
+                warn!("cannot read symbols of {path} (pid {pid}): {e:#}");
+                self.bad.insert(key);
+            }
+        }
+    }
+
+    fn read_marks(
+        &mut self,
+        key: (u64, u64),
+        open_path: &Path,
+        m: Mapping,
+        pid: u32,
+        marks: &mut Vec<(i32, ClassName)>,
+    ) {
+        if !self
+            .spec
+            .markers
+            .iter()
+            .any(|(p, _, _)| library_matches(p, m.path))
+        {
+            return;
+        }
+        let rel = *self
+            .registries
+            .entry(key)
+            .or_insert_with(|| elf_registry_offset(open_path).ok().flatten());
+        let Some(rel) = rel else { return };
+        match read_mark_registry(pid, m.start + rel) {
+            Ok(found) => marks.extend(found),
+            Err(e) => debug!("mark registry of pid {pid}: {e:#}"),
+        }
+    }
+}
+
+/// Attach and detach requests, run on the thread that owns the BPF object.
+pub trait Attacher {
+    type Link;
+    fn attach(&mut self, path: &Path, point: &ProbePoint) -> Result<Self::Link>;
+}
+
+/// Counters for stats and tests.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ProbeCounts {
+    pub libraries: u64,
+    pub permanent: u64,
+    pub window_open: bool,
+    pub windows: u64,
+}
+
+/// Owns the uprobe links: permanent ones (sync, markers) and the launch
+/// probes of the current window.
+pub struct ProbeManager<L> {
+    /// Libraries held open: their /proc/self/fd paths must stay valid.
+    files: Vec<std::sync::Arc<File>>,
+    launch_points: Vec<(PathBuf, ProbePoint)>,
+    permanent: Vec<L>,
+    window: Vec<L>,
+    window_len: Duration,
+    period: Duration,
+    next_window: Instant,
+    window_end: Option<Instant>,
+    counts: ProbeCounts,
+}
+
+impl<L> ProbeManager<L> {
+    pub fn new(window_len: Duration, period: Duration) -> Self {
+        Self {
+            files: Vec::new(),
+            launch_points: Vec::new(),
+            permanent: Vec::new(),
+            window: Vec::new(),
+            window_len,
+            period,
+            next_window: Instant::now(),
+            window_end: None,
+            counts: ProbeCounts::default(),
+        }
+    }
+
+    pub fn counts(&self) -> ProbeCounts {
+        self.counts
+    }
+
+    /// Attaches the permanent probes of a new library and opens a launch
+    /// window at once, so a fresh CUDA process is classified quickly.
+    pub fn add_library<A: Attacher<Link = L>>(&mut self, a: &mut A, lib: FoundLibrary) {
+        self.counts.libraries += 1;
+        self.files.push(lib.file.clone());
+        let mut attached = 0;
+        for point in &lib.points {
+            if point.kind == ProbeKind::Launch {
+                self.launch_points
+                    .push((lib.open_path.clone(), point.clone()));
+                continue;
+            }
+            match a.attach(&lib.open_path, point) {
+                Ok(link) => {
+                    self.permanent.push(link);
+                    attached += 1;
+                }
+                Err(e) => warn!("uprobe {}:{}: {e:#}", lib.mapped_path, point.symbol),
+            }
+        }
+        self.counts.permanent += attached;
+        info!(
+            "probing {} (dev {} ino {}): {} permanent, {} launch probes",
+            lib.mapped_path,
+            lib.dev,
+            lib.ino,
+            attached,
+            lib.points
+                .iter()
+                .filter(|p| p.kind == ProbeKind::Launch)
+                .count()
+        );
+        if lib.points.iter().any(|p| p.kind == ProbeKind::Launch) {
+            self.close_window();
+            self.next_window = Instant::now();
+        }
+    }
+
+    fn close_window(&mut self) {
+        self.window.clear();
+        self.window_end = None;
+        self.counts.window_open = false;
+    }
+
+    /// Opens or closes the launch window as time passes.
+    pub fn tick<A: Attacher<Link = L>>(&mut self, a: &mut A, now: Instant) {
+        if let Some(end) = self.window_end {
+            if now >= end {
+                self.close_window();
+                debug!("launch window closed");
+            }
+            return;
+        }
+        if now < self.next_window || self.launch_points.is_empty() {
+            return;
+        }
+        for (path, point) in &self.launch_points {
+            match a.attach(path, point) {
+                Ok(link) => self.window.push(link),
+                Err(e) => debug!("launch uprobe {}:{}: {e:#}", path.display(), point.symbol),
+            }
+        }
+        self.window_end = Some(now + self.window_len);
+        self.next_window = now + self.period;
+        self.counts.window_open = true;
+        self.counts.windows += 1;
+        debug!("launch window open ({} probes)", self.window.len());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_lines_give_file_paths() {
+        let maps = "\
+7f00-7f10 r-xp 00000000 08:01 1234 /usr/lib/x86_64-linux-gnu/libcuda.so.580.1
+7f10-7f20 rw-p 00000000 00:00 0 [heap]
+7f20-7f30 r-xp 00000000 08:01 99 /opt/my lib/libx.so (deleted)
+7f30-7f40 r-xp 00000000 08:01 98    /opt/with space/libcudart.so.13
+7f40-7f50 rw-p 00000000 00:00 0
+";
+        let paths: Vec<_> = mappings(maps).map(|m| m.path).collect();
+        assert_eq!(
+            paths,
+            vec![
+                "/usr/lib/x86_64-linux-gnu/libcuda.so.580.1",
+                "/opt/with space/libcudart.so.13"
+            ]
+        );
+    }
+
+    #[test]
+    fn library_patterns_match_names_or_paths() {
+        let p = glob::Pattern::new("libcuda.so*").unwrap();
+        assert!(library_matches(
+            &p,
+            "/usr/local/nvidia/lib64/libcuda.so.580.159.04"
+        ));
+        assert!(!library_matches(&p, "/usr/lib/libcudart.so.13"));
+        let p = glob::Pattern::new("*/site-packages/nvidia/*/libcudart.so*").unwrap();
+        assert!(library_matches(
+            &p,
+            "/venv/lib/python3.12/site-packages/nvidia/cu13/lib/libcudart.so.13"
+        ));
+    }
+
+    #[test]
+    fn elf_offsets_of_libc_are_inside_the_file() {
+        // Any dynamic library of the host does: libc is always there.
+        let libc = [
+            "/lib/x86_64-linux-gnu/libc.so.6",
+            "/usr/lib64/libc.so.6",
+            "/lib64/libc.so.6",
+        ]
+        .iter()
+        .map(Path::new)
+        .find(|p| p.exists())
+        .expect("libc");
+        let syms = elf_function_offsets(libc).unwrap();
+        let len = std::fs::metadata(libc).unwrap().len();
+        let off = syms["malloc"];
+        assert!(off > 0 && off < len);
+        assert!(
+            !syms.contains_key("environ"),
+            "data symbols are not functions"
+        );
+    }
+
+    #[test]
+    fn points_only_for_exported_symbols() {
+        let spec = ProbeSpec {
+            cuda_libraries: vec![glob::Pattern::new("libcuda.so*").unwrap()],
+            launch_symbols: vec!["cuLaunchKernel".into(), "cuLaunchKernel_ptsz".into()],
+            sync_symbols: vec!["cuStreamSynchronize".into()],
+            markers: vec![(
+                glob::Pattern::new("libexpress_mark.so*").unwrap(),
+                "express_mark_agent".into(),
+                ClassName::Agent,
+            )],
+        };
+        let exports: HashMap<String, u64> = [
+            ("cuLaunchKernel".to_string(), 0x100),
+            ("cuStreamSynchronize".to_string(), 0x200),
+        ]
+        .into();
+        let pts = spec.points_for("/x/libcuda.so.1", &exports);
+        assert_eq!(pts.len(), 2);
+        assert_eq!(pts[0].kind, ProbeKind::Launch);
+        assert_eq!(pts[1].kind, ProbeKind::Sync);
+        assert!(spec.points_for("/x/libfoo.so", &exports).is_empty());
+    }
+
+    #[test]
+    fn maps_lines_give_start_and_offset() {
+        let m: Vec<_> = mappings("7f00-7f10 r--p 00001000 08:01 1 /l.so\n").collect();
+        assert_eq!(m[0].start, 0x7f00);
+        assert_eq!(m[0].offset, 0x1000);
+    }
+
+    #[test]
+    fn mark_registry_parses_entries() {
+        let mut buf = vec![0u8; 16 + 8 * MARK_SLOTS];
+        buf[0..8].copy_from_slice(&MARK_MAGIC.to_ne_bytes());
+        buf[8..12].copy_from_slice(&3u32.to_ne_bytes());
+        for (i, (tid, class)) in [(10i32, 2i32), (11, 1), (12, 0)].iter().enumerate() {
+            buf[16 + 8 * i..20 + 8 * i].copy_from_slice(&tid.to_ne_bytes());
+            buf[20 + 8 * i..24 + 8 * i].copy_from_slice(&class.to_ne_bytes());
+        }
+        let marks = parse_mark_registry(&buf).unwrap();
+        assert_eq!(
+            marks,
+            vec![
+                (10, ClassName::Agent),
+                (11, ClassName::Gpu),
+                (12, ClassName::Normal)
+            ]
+        );
+        buf[0] ^= 1;
+        assert!(parse_mark_registry(&buf).is_err());
+    }
+
+    struct FakeAttacher(Vec<String>);
+    impl Attacher for FakeAttacher {
+        type Link = String;
+        fn attach(&mut self, _: &Path, p: &ProbePoint) -> Result<String> {
+            self.0.push(p.symbol.clone());
+            Ok(p.symbol.clone())
+        }
+    }
+
+    #[test]
+    fn launch_probes_are_duty_cycled() {
+        let mut a = FakeAttacher(vec![]);
+        let mut m = ProbeManager::new(Duration::from_millis(100), Duration::from_secs(1));
+        let lib = FoundLibrary {
+            dev: 1,
+            ino: 2,
+            file: std::sync::Arc::new(File::open("/proc/self/stat").unwrap()),
+            open_path: "/l".into(),
+            mapped_path: "/l".into(),
+            points: vec![
+                ProbePoint {
+                    symbol: "launch".into(),
+                    offset: 1,
+                    kind: ProbeKind::Launch,
+                },
+                ProbePoint {
+                    symbol: "sync".into(),
+                    offset: 2,
+                    kind: ProbeKind::Sync,
+                },
+            ],
+        };
+        m.add_library(&mut a, lib);
+        assert_eq!(a.0, vec!["sync"], "only the permanent probe at once");
+        let t0 = Instant::now();
+        m.tick(&mut a, t0);
+        assert!(m.counts().window_open);
+        assert_eq!(m.window.len(), 1);
+        m.tick(&mut a, t0 + Duration::from_millis(150));
+        assert!(!m.counts().window_open, "window closes after its length");
+        assert!(m.window.is_empty());
+        m.tick(&mut a, t0 + Duration::from_millis(500));
+        assert!(!m.counts().window_open, "no new window before the period");
+        m.tick(&mut a, t0 + Duration::from_millis(1001));
+        assert!(m.counts().window_open);
+        assert_eq!(m.counts().windows, 2);
+    }
+}
