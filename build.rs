@@ -7,6 +7,7 @@ fn main() {
         .enable_skel("src/bpf/main.bpf.c", "bpf")
         .add_source("src/bpf/classify.bpf.c")
         .add_source("src/bpf/budget.bpf.c")
+        .add_source("src/bpf/cpu_quality.bpf.c")
         .add_source("src/bpf/placement.bpf.c")
         .add_source("src/bpf/fair.bpf.c")
         .compile_link_gen()

@@ -100,6 +100,11 @@ pub struct FairConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct ExpressConfig {
     pub slice_us: u64,
+    pub irq_window_ms: u64,
+    pub irq_hot_pct: u64,
+    pub deep_idle_us: u64,
+    pub preempt: bool,
+    pub pm_qos_resume_latency_us: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -113,6 +118,7 @@ pub struct ClassConfig {
     pub enabled: bool,
     pub burst_ms: u64,
     pub rate: f64,
+    pub max_share: f64,
     pub scope: Scope,
 }
 
@@ -199,7 +205,14 @@ impl Default for FairConfig {
 
 impl Default for ExpressConfig {
     fn default() -> Self {
-        Self { slice_us: 2000 }
+        Self {
+            slice_us: 2000,
+            irq_window_ms: 20,
+            irq_hot_pct: 10,
+            deep_idle_us: 50,
+            preempt: true,
+            pm_qos_resume_latency_us: None,
+        }
     }
 }
 
@@ -210,12 +223,14 @@ impl Default for Classes {
                 enabled: true,
                 burst_ms: 20,
                 rate: 0.5,
+                max_share: 0.5,
                 scope: Scope::Thread,
             },
             agent: ClassConfig {
                 enabled: true,
                 burst_ms: 10,
                 rate: 0.25,
+                max_share: 0.25,
                 scope: Scope::Thread,
             },
         }
@@ -231,6 +246,7 @@ impl<'de> Deserialize<'de> for Classes {
             enabled: Option<bool>,
             burst_ms: Option<u64>,
             rate: Option<f64>,
+            max_share: Option<f64>,
             scope: Option<Scope>,
         }
         #[derive(Deserialize)]
@@ -245,6 +261,7 @@ impl<'de> Deserialize<'de> for Classes {
                 enabled: p.enabled.unwrap_or(base.enabled),
                 burst_ms: p.burst_ms.unwrap_or(base.burst_ms),
                 rate: p.rate.unwrap_or(base.rate),
+                max_share: p.max_share.unwrap_or(base.max_share),
                 scope: p.scope.unwrap_or(base.scope),
             }
         }
@@ -411,14 +428,17 @@ impl Config {
             })
             .collect();
         for (name, c) in [("gpu", &self.classes.gpu), ("agent", &self.classes.agent)] {
-            if !(0.0..=1.0).contains(&c.rate) {
-                errs.push(ConfigError {
-                    key: format!("classes.{name}.rate"),
-                    reason: format!(
-                        "{} is out of range 0.0 ..= 1.0 (a fraction of one CPU)",
-                        c.rate
-                    ),
-                });
+            let fractions = [
+                ("rate", c.rate, "a fraction of one CPU"),
+                ("max_share", c.max_share, "a fraction of the whole machine"),
+            ];
+            for (key, v, what) in fractions {
+                if !(0.0..=1.0).contains(&v) {
+                    errs.push(ConfigError {
+                        key: format!("classes.{name}.{key}"),
+                        reason: format!("{v} is out of range 0.0 ..= 1.0 ({what})"),
+                    });
+                }
             }
         }
         let globs = k

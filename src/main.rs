@@ -12,6 +12,7 @@ mod bpf_skel;
 mod classify;
 mod config;
 mod fair;
+mod idle_guard;
 mod preflight;
 mod probes;
 mod scheduler;
@@ -87,6 +88,12 @@ enum Command {
         #[arg(long)]
         clear: bool,
     },
+    /// Print the running scheduler's counters once, as JSON.
+    Stats {
+        /// One `dotted.key value` line per counter instead of JSON.
+        #[arg(long)]
+        flat: bool,
+    },
     /// List classified threads: TID, PID, COMM, CLASS, where the class came
     /// from, CUDA launches and syncs seen, and express tokens left (root only).
     Ps,
@@ -143,6 +150,13 @@ fn run_scheduler(cli: &Cli, cfg: Config, shutdown: Arc<AtomicBool>) -> Result<()
 
     // Keep the scheduler's memory resident: a page fault in the thread that
     // schedules everyone else must not wait on reclaim.
+    let _idle_guard = match cfg.express.pm_qos_resume_latency_us {
+        Some(us) => {
+            let cpus = scx_utils::Topology::new()?.all_cpus.into_keys();
+            Some(idle_guard::IdleGuard::hold(cpus, us)?)
+        }
+        None => None,
+    };
     scx_rustland_core::ALLOCATOR.lock_memory();
     let result = (|| loop {
         let mut open_object = MaybeUninit::uninit();
@@ -170,6 +184,10 @@ fn real_main(cli: Cli) -> Result<()> {
             class,
             clear,
         }) => return classify::mark(*pid, *tid, *class, *clear),
+        Some(Command::Stats { flat }) => {
+            println!("{}", stats::snapshot(*flat)?);
+            return Ok(());
+        }
         Some(Command::Ps) => {
             classify::print_ps(&classify::ps_rows()?);
             return Ok(());

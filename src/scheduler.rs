@@ -4,6 +4,7 @@
 //! the scheduler.
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::mem::{size_of, MaybeUninit};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,6 +15,8 @@ use libbpf_rs::{MapCore, MapFlags, OpenObject, RingBufferBuilder, UserRingBuffer
 use log::{debug, info, warn};
 use scx_utils::{scx_ops_attach, scx_ops_load, scx_ops_open, uei_exited, uei_report, UserExitInfo};
 
+use scx_utils::Topology;
+
 use crate::bpf_intf;
 use crate::bpf_skel::{BpfSkel, BpfSkelBuilder};
 use crate::classify::{self, Pins, RuleEngine, TaskMap};
@@ -21,7 +24,7 @@ use crate::config::{Config, Scope};
 use crate::fair::{Decision, FairParams, FairPolicy, Runnable};
 use crate::preflight;
 use crate::probes::{Attacher, FoundLibrary, ProbeKind, ProbeManager, ProbePoint, ProbeSpec};
-use crate::stats::{Metrics, SharedMetrics};
+use crate::stats::{ClassMetrics, CpuMetrics, Metrics, SharedMetrics};
 
 const US: u64 = 1_000;
 const MS: u64 = 1_000_000;
@@ -41,11 +44,27 @@ pub fn fair_params(cfg: &Config) -> FairParams {
     }
 }
 
+/// The first cpuidle state of `cpu` whose exit latency exceeds `limit_us`
+/// (255 if none, or no cpuidle driver): states are ordered by depth.
+pub fn first_deep_idle_state(cpu: usize, limit_us: u64) -> u8 {
+    let dir = format!("/sys/devices/system/cpu/cpu{cpu}/cpuidle");
+    (0..64u8)
+        .map_while(|k| {
+            std::fs::read_to_string(format!("{dir}/state{k}/latency"))
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        })
+        .position(|lat| lat > limit_us)
+        .map(|k| k as u8)
+        .unwrap_or(u8::MAX)
+}
+
 pub struct Scheduler<'a> {
     skel: BpfSkel<'a>,
     struct_ops: Option<libbpf_rs::Link>,
     policy: FairPolicy,
     probes: ProbeManager<libbpf_rs::Link>,
+    irq_window_ns: u64,
     new_libraries: std::sync::mpsc::Receiver<FoundLibrary>,
     _pins: Pins,
 }
@@ -98,12 +117,25 @@ impl<'a> Scheduler<'a> {
             (bpf_intf::task_class_CLASS_AGENT, &cfg.classes.agent),
         ];
         rodata.idle_demote_ns = cfg.classify.idle_demote_ms * MS;
+        rodata.irq_window_ns = cfg.express.irq_window_ms * MS;
+        rodata.irq_hot_pct = cfg.express.irq_hot_pct as u32;
+        rodata.express_preempt = cfg.express.preempt;
+        let topo = Topology::new().context("reading the CPU topology")?;
+        let nr_cpus = topo.all_cpus.len() as f64;
+        for (&id, cpu) in &topo.all_cpus {
+            if id < rodata.cpu_llc.len() {
+                rodata.cpu_llc[id] = cpu.llc_id as u32;
+                rodata.deep_idle_state[id] = first_deep_idle_state(id, cfg.express.deep_idle_us);
+            }
+        }
         for (idx, class) in classes {
             let i = idx as usize;
             rodata.class_scope_process[i] = class.scope == Scope::Process;
             rodata.class_enabled[i] = class.enabled;
             rodata.class_burst_ns[i] = class.burst_ms * MS;
             rodata.class_rate_ppm[i] = (class.rate * 1e6).round() as u64;
+            // Quota per 100 ms period (budget.bpf.c), all CPUs together.
+            rodata.class_quota_ns[i] = (class.max_share * nr_cpus * 100.0 * MS as f64) as u64;
         }
 
         let mut skel =
@@ -137,6 +169,7 @@ impl<'a> Scheduler<'a> {
             struct_ops,
             policy: FairPolicy::new(fair_params(cfg)),
             probes,
+            irq_window_ns: cfg.express.irq_window_ms * MS,
             new_libraries,
             _pins: pins,
         })
@@ -188,6 +221,29 @@ impl<'a> Scheduler<'a> {
     fn metrics(&self) -> Result<Metrics> {
         use bpf_intf::*;
         let c = self.read_counters()?;
+        let lane = self.read_lane_counters()?;
+        let mut classes = BTreeMap::new();
+        for (name, class) in [
+            ("gpu", task_class_CLASS_GPU),
+            ("agent", task_class_CLASS_AGENT),
+        ] {
+            let at = |i: u32| lane[(class * lane_stat_idx_NR_LANE_STATS + i) as usize];
+            classes.insert(
+                name.to_string(),
+                ClassMetrics {
+                    prev: at(lane_stat_idx_LANE_PREV),
+                    llc: at(lane_stat_idx_LANE_LLC),
+                    any: at(lane_stat_idx_LANE_ANY),
+                    preempt: at(lane_stat_idx_LANE_PREEMPT),
+                    requeue: at(lane_stat_idx_LANE_REQUEUE),
+                    irq_hot_skips: at(lane_stat_idx_LANE_IRQ_HOT_SKIP),
+                    deep_idle_skips: at(lane_stat_idx_LANE_DEEP_IDLE_SKIP),
+                    no_tokens: at(lane_stat_idx_LANE_NO_TOKENS),
+                    class_cap: at(lane_stat_idx_LANE_CLASS_CAP),
+                    fallback: at(lane_stat_idx_LANE_FALLBACK),
+                },
+            );
+        }
         Ok(Metrics {
             user_queued: c[stat_idx_STAT_USER_QUEUED as usize],
             user_dispatched: c[stat_idx_STAT_USER_DISPATCHED as usize],
@@ -196,12 +252,62 @@ impl<'a> Scheduler<'a> {
             usersched: c[stat_idx_STAT_USERSCHED as usize],
             fallback: c[stat_idx_STAT_FALLBACK as usize],
             rescued: c[stat_idx_STAT_RESCUED as usize],
-            express: c[stat_idx_STAT_EXPRESS as usize],
-            express_no_tokens: c[stat_idx_STAT_EXPRESS_NO_TOKENS as usize],
             fair_tasks: self.policy.nr_tasks() as u64,
             probed_libraries: self.probes.counts().libraries,
             launch_windows: self.probes.counts().windows,
+            classes,
+            cpus: self.read_cpus()?,
         })
+    }
+
+    /// Sums the per-CPU per-class express-lane counters.
+    fn read_lane_counters(&self) -> Result<Vec<u64>> {
+        let n = (bpf_intf::task_class_NR_CLASSES * bpf_intf::lane_stat_idx_NR_LANE_STATS) as usize;
+        let mut out = vec![0u64; n];
+        for (i, slot) in out.iter_mut().enumerate() {
+            let key = (i as u32).to_ne_bytes();
+            if let Some(per_cpu) = self
+                .skel
+                .maps
+                .lane_stats
+                .lookup_percpu(&key, MapFlags::ANY)?
+            {
+                *slot = per_cpu
+                    .iter()
+                    .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
+                    .sum();
+            }
+        }
+        Ok(out)
+    }
+
+    /// Express runs and IRQ load per CPU.
+    fn read_cpus(&self) -> Result<BTreeMap<String, CpuMetrics>> {
+        let mut out = BTreeMap::new();
+        let now = classify::monotonic_ns();
+        for cpu in 0..libbpf_rs::num_possible_cpus()? {
+            let key = (cpu as u32).to_ne_bytes();
+            let Some(v) = self.skel.maps.cpu_ctxs.lookup(&key, MapFlags::ANY)? else {
+                continue;
+            };
+            // SAFETY: the map's value is a struct cpu_ctx.
+            let cc: bpf_intf::cpu_ctx =
+                unsafe { std::ptr::read_unaligned(v.as_ptr() as *const bpf_intf::cpu_ctx) };
+            let fresh = now.saturating_sub(cc.win_start_ns) < 2 * self.irq_window_ns;
+            let irq_ns = if fresh {
+                cc.irq_ns_cur.max(cc.irq_ns_prev)
+            } else {
+                0
+            };
+            out.insert(
+                cpu.to_string(),
+                CpuMetrics {
+                    express_runs: cc.express_runs,
+                    irq_pct: irq_ns as f64 * 100.0 / self.irq_window_ns as f64,
+                },
+            );
+        }
+        Ok(out)
     }
 
     /// Serves the fair path until `shutdown` is set or the kernel ejects

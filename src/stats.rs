@@ -1,5 +1,6 @@
 //! Statistics: the scx_stats server behind `--stats` and `--monitor`.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -8,6 +9,42 @@ use anyhow::Result;
 use scx_stats::prelude::*;
 use scx_stats_derive::{stat_doc, Stats};
 use serde::{Deserialize, Serialize};
+
+#[stat_doc]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, Stats)]
+#[stat(_om_prefix = "c_", _om_label = "class")]
+pub struct ClassMetrics {
+    #[stat(desc = "Express wakeups placed on the previous CPU")]
+    pub prev: u64,
+    #[stat(desc = "Express wakeups placed on an idle CPU of the same LLC")]
+    pub llc: u64,
+    #[stat(desc = "Express wakeups placed on any idle CPU")]
+    pub any: u64,
+    #[stat(desc = "Express wakeups that preempted a normal task")]
+    pub preempt: u64,
+    #[stat(desc = "Express tasks kept at the head of their CPU after a slice")]
+    pub requeue: u64,
+    #[stat(desc = "Idle CPUs skipped for being IRQ-hot")]
+    pub irq_hot_skips: u64,
+    #[stat(desc = "Idle CPUs skipped for being in a deep idle state")]
+    pub deep_idle_skips: u64,
+    #[stat(desc = "Budget exhaustions: express tasks out of tokens")]
+    pub no_tokens: u64,
+    #[stat(desc = "Class over its max_share: express tasks sent to the fair path")]
+    pub class_cap: u64,
+    #[stat(desc = "Express tasks with no suitable CPU: fair path")]
+    pub fallback: u64,
+}
+
+#[stat_doc]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, Stats)]
+#[stat(_om_prefix = "cpu_", _om_label = "cpu")]
+pub struct CpuMetrics {
+    #[stat(desc = "Express-lane runs started on this CPU")]
+    pub express_runs: u64,
+    #[stat(desc = "Hard+soft IRQ time in the last window, percent")]
+    pub irq_pct: f64,
+}
 
 #[stat_doc]
 #[derive(Clone, Debug, Default, Serialize, Deserialize, Stats)]
@@ -27,25 +64,42 @@ pub struct Metrics {
     pub fallback: u64,
     #[stat(desc = "Tasks rescued by BPF after waiting rescue_ms for userspace")]
     pub rescued: u64,
-    #[stat(desc = "Express-lane dispatches")]
-    pub express: u64,
-    #[stat(desc = "Express tasks sent to the fair path for lack of tokens")]
-    pub express_no_tokens: u64,
     #[stat(desc = "Tasks known to the fair policy")]
     pub fair_tasks: u64,
     #[stat(desc = "Libraries with CUDA or marker uprobes attached")]
     pub probed_libraries: u64,
     #[stat(desc = "Launch-probe windows opened")]
     pub launch_windows: u64,
+    #[stat(desc = "Express-lane counters per class")]
+    pub classes: BTreeMap<String, ClassMetrics>,
+    #[stat(desc = "Per-CPU express runs and IRQ load")]
+    pub cpus: BTreeMap<String, CpuMetrics>,
+}
+
+impl ClassMetrics {
+    fn delta(&self, p: &ClassMetrics) -> ClassMetrics {
+        ClassMetrics {
+            prev: self.prev.wrapping_sub(p.prev),
+            llc: self.llc.wrapping_sub(p.llc),
+            any: self.any.wrapping_sub(p.any),
+            preempt: self.preempt.wrapping_sub(p.preempt),
+            requeue: self.requeue.wrapping_sub(p.requeue),
+            irq_hot_skips: self.irq_hot_skips.wrapping_sub(p.irq_hot_skips),
+            deep_idle_skips: self.deep_idle_skips.wrapping_sub(p.deep_idle_skips),
+            no_tokens: self.no_tokens.wrapping_sub(p.no_tokens),
+            class_cap: self.class_cap.wrapping_sub(p.class_cap),
+            fallback: self.fallback.wrapping_sub(p.fallback),
+        }
+    }
 }
 
 impl Metrics {
-    /// One human-readable line per interval.
+    /// A few human-readable lines per interval.
     pub fn format<W: Write>(&self, w: &mut W) -> Result<()> {
         writeln!(
             w,
-            "[express] user q/d {}/{} idle {} kthr {} self {} fallback {} rescued {} \
-             express {} no_tokens {} tasks {} libs {} windows {}",
+            "[fair] user q/d {}/{} idle {} kthr {} self {} fallback {} rescued {} tasks {} \
+             | probes: libs {} windows {}",
             self.user_queued,
             self.user_dispatched,
             self.direct_idle,
@@ -53,17 +107,58 @@ impl Metrics {
             self.usersched,
             self.fallback,
             self.rescued,
-            self.express,
-            self.express_no_tokens,
             self.fair_tasks,
             self.probed_libraries,
             self.launch_windows,
         )?;
+        for (name, c) in &self.classes {
+            writeln!(
+                w,
+                "[{name:>5}] prev {} llc {} any {} preempt {} requeue {} | skip irq {} deep {} \
+                 | no_tokens {} cap {} fallback {}",
+                c.prev,
+                c.llc,
+                c.any,
+                c.preempt,
+                c.requeue,
+                c.irq_hot_skips,
+                c.deep_idle_skips,
+                c.no_tokens,
+                c.class_cap,
+                c.fallback,
+            )?;
+        }
         Ok(())
     }
 
     /// Counter increase since `prev` (gauges keep their current value).
     pub fn delta(&self, prev: &Metrics) -> Metrics {
+        let classes = self
+            .classes
+            .iter()
+            .map(|(k, c)| {
+                let d = prev
+                    .classes
+                    .get(k)
+                    .map(|p| c.delta(p))
+                    .unwrap_or_else(|| c.clone());
+                (k.clone(), d)
+            })
+            .collect();
+        let cpus = self
+            .cpus
+            .iter()
+            .map(|(k, c)| {
+                let runs = prev.cpus.get(k).map(|p| p.express_runs).unwrap_or(0);
+                (
+                    k.clone(),
+                    CpuMetrics {
+                        express_runs: c.express_runs.wrapping_sub(runs),
+                        irq_pct: c.irq_pct,
+                    },
+                )
+            })
+            .collect();
         Metrics {
             user_queued: self.user_queued.wrapping_sub(prev.user_queued),
             user_dispatched: self.user_dispatched.wrapping_sub(prev.user_dispatched),
@@ -72,11 +167,11 @@ impl Metrics {
             usersched: self.usersched.wrapping_sub(prev.usersched),
             fallback: self.fallback.wrapping_sub(prev.fallback),
             rescued: self.rescued.wrapping_sub(prev.rescued),
-            express: self.express.wrapping_sub(prev.express),
-            express_no_tokens: self.express_no_tokens.wrapping_sub(prev.express_no_tokens),
             fair_tasks: self.fair_tasks,
             probed_libraries: self.probed_libraries,
             launch_windows: self.launch_windows.wrapping_sub(prev.launch_windows),
+            classes,
+            cpus,
         }
     }
 }
@@ -84,13 +179,21 @@ impl Metrics {
 /// Latest metrics, shared between the scheduler loop and the stats server.
 pub type SharedMetrics = Arc<Mutex<Metrics>>;
 
+/// What the stats server serves: the metrics' description and values.
+fn server_data(metrics: SharedMetrics) -> StatsServerData<(), ()> {
+    StatsServerData::new()
+        .add_meta(ClassMetrics::meta())
+        .add_meta(CpuMetrics::meta())
+        .add_meta(Metrics::meta())
+        .add_stats(
+            "top",
+            Box::new(move |_args, _chan| metrics.lock().unwrap().to_json()),
+        )
+}
+
 /// Starts the stats server at scx_stats' default socket path.
 pub fn launch_server(metrics: SharedMetrics) -> Result<StatsServer<(), ()>> {
-    let data = StatsServerData::new().add_meta(Metrics::meta()).add_stats(
-        "top",
-        Box::new(move |_args, _chan| metrics.lock().unwrap().to_json()),
-    );
-    StatsServer::new(data).launch()
+    StatsServer::new(server_data(metrics)).launch()
 }
 
 /// Prints the running scheduler's metrics every `interval`, as deltas.
@@ -105,4 +208,105 @@ pub fn monitor(interval: Duration, should_exit: impl FnMut() -> bool) -> Result<
         prev = Some(m);
         Ok(())
     })
+}
+
+/// One snapshot of the running scheduler's metrics: pretty JSON, or one
+/// `dotted.key value` line per number (`flat`, for shell scripts).
+pub fn snapshot(flat: bool) -> Result<String> {
+    let mut client = StatsClient::new()
+        .connect(None)
+        .map_err(|e| anyhow::anyhow!("scx_express is not running (stats socket: {e})"))?;
+    let m: Metrics = client.request("stats", vec![])?;
+    let v = serde_json::to_value(&m)?;
+    if !flat {
+        return Ok(serde_json::to_string_pretty(&v)?);
+    }
+    let mut lines = Vec::new();
+    flatten("", &v, &mut lines);
+    Ok(lines.join("\n"))
+}
+
+fn flatten(prefix: &str, v: &serde_json::Value, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(map) => {
+            for (k, v) in map {
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                flatten(&key, v, out);
+            }
+        }
+        other => out.push(format!("{prefix} {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flat_keys_are_dotted_paths() {
+        let mut m = Metrics {
+            rescued: 3,
+            ..Default::default()
+        };
+        m.classes.insert(
+            "gpu".into(),
+            ClassMetrics {
+                prev: 7,
+                ..Default::default()
+            },
+        );
+        let mut lines = Vec::new();
+        flatten("", &serde_json::to_value(&m).unwrap(), &mut lines);
+        assert!(lines.contains(&"rescued 3".to_string()));
+        assert!(lines.contains(&"classes.gpu.prev 7".to_string()));
+    }
+
+    #[test]
+    fn delta_subtracts_counters_keeps_gauges() {
+        let mut a = Metrics::default();
+        a.user_queued = 10;
+        a.fair_tasks = 5;
+        a.cpus.insert(
+            "0".into(),
+            CpuMetrics {
+                express_runs: 4,
+                irq_pct: 1.5,
+            },
+        );
+        let mut b = a.clone();
+        b.user_queued = 25;
+        b.cpus.insert(
+            "0".into(),
+            CpuMetrics {
+                express_runs: 9,
+                irq_pct: 3.0,
+            },
+        );
+        let d = b.delta(&a);
+        assert_eq!(d.user_queued, 15);
+        assert_eq!(d.fair_tasks, 5);
+        assert_eq!(d.cpus["0"].express_runs, 5);
+        assert_eq!(d.cpus["0"].irq_pct, 3.0);
+    }
+}
+
+#[cfg(test)]
+mod server_tests {
+    use super::*;
+
+    #[test]
+    fn stats_server_serves_metrics() {
+        let path = std::env::temp_dir().join(format!("scx_express-stats-{}", std::process::id()));
+        let metrics = SharedMetrics::default();
+        metrics.lock().unwrap().rescued = 42;
+        let data = server_data(metrics);
+        let _server = StatsServer::new(data).set_path(&path).launch().unwrap();
+        let mut client = StatsClient::new().set_path(&path).connect(None).unwrap();
+        let m: Metrics = client.request("stats", vec![]).unwrap();
+        assert_eq!(m.rescued, 42);
+    }
 }

@@ -1,13 +1,27 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Budget: a token bucket per task, in nanoseconds of CPU time.
+ * Budget: how much CPU the express lane may take.
  *
- * Capacity is the class's burst; the bucket refills at the class's rate
- * (parts per million of one CPU) of elapsed wall time. Express running time
- * is charged when the task stops. A task that fakes launches to stay
- * express can therefore take at most burst + rate x time of express CPU.
+ * Per task, a token bucket in nanoseconds of CPU time: capacity is the
+ * class's burst, refilled at the class's rate (parts per million of one CPU)
+ * of elapsed time. Express running time is charged when the task stops. A
+ * task that fakes launches to stay express takes at most burst + rate x
+ * time of express CPU; without tokens it is an ordinary task.
+ *
+ * Per class, a quota: in each period of CLASS_PERIOD_NS, the class's express
+ * running time may not exceed class_quota_ns (max_share x CPUs x period),
+ * so many express tasks together cannot starve the rest of the machine.
  */
 #include "express.bpf.h"
+
+#define CLASS_PERIOD_NS		(100 * NSEC_PER_MSEC)
+
+/* Per class: express CPU time allowed per period, all CPUs together. */
+const volatile u64 class_quota_ns[NR_CLASSES];
+
+/* Per class: start of the current period and express time used in it. */
+volatile u64 class_period_start[NR_CLASSES];
+volatile u64 class_used_ns[NR_CLASSES];
 
 static void budget_refill(struct task_ctx *tctx, u32 class, u64 now)
 {
@@ -29,16 +43,39 @@ static void budget_refill(struct task_ctx *tctx, u32 class, u64 now)
 	tctx->refill_ns = now;
 }
 
+/* Is @class under its quota in the current period? */
+static bool class_under_quota(u32 class, u64 now)
+{
+	u64 start = class_period_start[class];
+
+	if (now - start >= CLASS_PERIOD_NS) {
+		/* New period; a racing CPU doing the same is harmless. */
+		class_period_start[class] = now;
+		class_used_ns[class] = 0;
+		return true;
+	}
+	return class_used_ns[class] < class_quota_ns[class];
+}
+
 __hidden bool budget_has_tokens(struct task_ctx *tctx, u32 class, u64 now)
 {
 	if (class >= NR_CLASSES)
 		return false;
 	budget_refill(tctx, class, now);
-	return tctx->tokens_ns > 0;
+	if (!tctx->tokens_ns) {
+		lane_stat_inc(class, LANE_NO_TOKENS);
+		return false;
+	}
+	if (!class_under_quota(class, now)) {
+		lane_stat_inc(class, LANE_CLASS_CAP);
+		return false;
+	}
+	return true;
 }
 
 __hidden void budget_charge(struct task_ctx *tctx, u64 now)
 {
+	u32 class = tctx->lane_class;
 	u64 used;
 
 	if (!tctx->express_since_ns || time_before(now, tctx->express_since_ns))
@@ -46,4 +83,6 @@ __hidden void budget_charge(struct task_ctx *tctx, u64 now)
 	used = now - tctx->express_since_ns;
 	tctx->tokens_ns = tctx->tokens_ns > used ? tctx->tokens_ns - used : 0;
 	tctx->express_since_ns = 0;
+	if (class < NR_CLASSES)
+		__sync_fetch_and_add(&class_used_ns[class], used);
 }

@@ -36,7 +36,17 @@ u32 task_class_of(struct task_struct *p);
 bool budget_has_tokens(struct task_ctx *tctx, u32 class, u64 now);
 void budget_charge(struct task_ctx *tctx, u64 now);
 
+/* ---- CPU quality (cpu_quality.bpf.c) ---- */
+struct cpu_ctx *cpu_ctx_of(s32 cpu);
+bool cpu_irq_hot(s32 cpu, u64 now);
+bool cpu_deep_idle(s32 cpu);
+u32 cpu_llc_of(s32 cpu);
+
 /* ---- Express placement (placement.bpf.c) ---- */
+/* express_lane_select_cpu() results besides a CPU id. */
+#define EXPRESS_NONE	-1	/* not an express task now: normal path */
+#define EXPRESS_FAIR	-2	/* express, but no good CPU: fair path */
+void lane_stat_inc(u32 class, enum lane_stat_idx idx);
 s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wake_flags);
 bool express_lane_enqueue(struct task_struct *p, u64 enq_flags);
 void express_lane_running(struct task_struct *p);

@@ -38,9 +38,36 @@ enum stat_idx {
 	STAT_USERSCHED,		/* wakeups of the scheduler's own threads */
 	STAT_FALLBACK,		/* enqueued by BPF alone (userspace busy or full) */
 	STAT_RESCUED,		/* in-flight tasks dispatched by BPF after rescue_ms */
-	STAT_EXPRESS,		/* express-lane dispatches */
-	STAT_EXPRESS_NO_TOKENS,	/* express tasks sent to the fair path: out of tokens */
 	NR_EXPRESS_STATS,
+};
+
+/* Per-class express-lane counters (the `lane_stats` map: class * NR_LANE_STATS + idx). */
+enum lane_stat_idx {
+	LANE_PREV,		/* placed on the previous CPU (idle, quiet, shallow) */
+	LANE_LLC,		/* placed on an idle quiet shallow CPU of the same LLC */
+	LANE_ANY,		/* placed on any idle quiet shallow CPU */
+	LANE_PREEMPT,		/* preempted a normal task on a quiet CPU */
+	LANE_REQUEUE,		/* kept running at the head of its CPU after its slice */
+	LANE_IRQ_HOT_SKIP,	/* idle CPUs skipped for being IRQ-hot */
+	LANE_DEEP_IDLE_SKIP,	/* idle CPUs skipped for being in a deep idle state */
+	LANE_NO_TOKENS,		/* task out of tokens: fair path */
+	LANE_CLASS_CAP,		/* class over its max_share: fair path */
+	LANE_FALLBACK,		/* no suitable CPU: fair path */
+	NR_LANE_STATS,
+};
+
+/* Per-CPU state for placement (the `cpu_ctxs` array map, one per CPU). */
+struct cpu_ctx {
+	u64 hardirq_enter_ns;	/* hard IRQ entry time, 0 outside one */
+	u64 softirq_enter_ns;	/* softirq entry time, 0 outside one */
+	u64 hardirq_total_ns;	/* hard IRQ time ever, to un-nest softirq time */
+	u64 hardirq_at_soft_ns;	/* hardirq_total_ns at softirq entry */
+	u64 win_start_ns;	/* start of the current IRQ window */
+	u64 irq_ns_cur;		/* IRQ time in the current window */
+	u64 irq_ns_prev;	/* IRQ time in the previous window */
+	s32 idle_state;		/* cpuidle state index, -1 when not idle */
+	u32 curr_express;	/* running an express-lane task */
+	u64 express_runs;	/* express-lane runs started here */
 };
 
 /* Task classes. Every classification source writes one of these. */
@@ -76,7 +103,7 @@ struct task_class_info {
 /* The scheduler's own per-task state (task storage `task_ctxs`). */
 struct task_ctx {
 	u32 express_queued;	/* dispatched by the express lane, not yet running */
-	u32 __pad;
+	u32 lane_class;		/* class it was dispatched for */
 	u64 tokens_ns;		/* token bucket level (budget.bpf.c) */
 	u64 refill_ns;		/* last refill timestamp */
 	u64 express_since_ns;	/* start of the current express run, 0 if none */

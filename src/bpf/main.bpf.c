@@ -123,6 +123,9 @@ s32 BPF_STRUCT_OPS(express_select_cpu, struct task_struct *p, s32 prev_cpu,
 		cpu = express_lane_select_cpu(p, prev_cpu, wake_flags);
 		if (cpu >= 0)
 			return cpu;
+		/* Express but nowhere good: the fair path decides, not direct_idle. */
+		if (cpu == EXPRESS_FAIR)
+			return prev_cpu;
 	}
 
 	cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);

@@ -2,75 +2,205 @@
 /*
  * Express placement: where an express task's wakeup lands.
  *
- * Only tasks of an enabled express class that still have tokens get here.
- * Order of preference: the previous CPU if idle (warm caches), then an idle
- * CPU chosen by the default picker (which prefers the same LLC). With no
- * idle CPU, ops.enqueue() puts the task at the head of its CPU's local
- * queue, ahead of everything the fair path queued.
+ * Only tasks of an enabled express class with tokens get here (budget.bpf.c).
+ * A CPU is *good* if the task may run there, it is IRQ-quiet and not in a
+ * deep idle state (cpu_quality.bpf.c). Order of preference:
+ *   1. the previous CPU, if idle and good (warm caches);
+ *   2. an idle good CPU in the same LLC;
+ *   3. any idle good CPU;
+ *   4. preempt a normal task on a quiet CPU (previous CPU first, then the
+ *      same LLC), never another express task.
+ * The task is dispatched directly to that CPU's local queue: express
+ * wakeups never wait for the userspace round trip. With nowhere to go it
+ * takes the fair path.
  */
 #include "express.bpf.h"
 
-/* The task's context if it may take the express lane right now. */
-static struct task_ctx *express_ctx(struct task_struct *p)
+/* May an express wakeup preempt a normal task when no idle CPU is good? */
+const volatile bool express_preempt = true;
+
+/* Per-class express-lane counters, class * NR_LANE_STATS + idx. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NR_CLASSES * NR_LANE_STATS);
+	__type(key, u32);
+	__type(value, u64);
+} lane_stats SEC(".maps");
+
+__hidden void lane_stat_inc(u32 class, enum lane_stat_idx idx)
+{
+	u32 key = class * NR_LANE_STATS + idx;
+	u64 *cnt;
+
+	if (class >= NR_CLASSES)
+		return;
+	cnt = bpf_map_lookup_elem(&lane_stats, &key);
+	if (cnt)
+		(*cnt)++;
+}
+
+/* The express class @p may use now, or CLASS_NORMAL. */
+static u32 express_class(struct task_struct *p, struct task_ctx **tctxp)
 {
 	u32 class = task_class_of(p);
 	struct task_ctx *tctx;
 
 	if (class == CLASS_NORMAL || class >= NR_CLASSES || !class_enabled[class])
-		return NULL;
+		return CLASS_NORMAL;
 	tctx = task_ctx_get(p);
-	if (!tctx)
-		return NULL;
-	if (!budget_has_tokens(tctx, class, bpf_ktime_get_ns())) {
-		stat_inc(STAT_EXPRESS_NO_TOKENS);
-		return NULL;
+	if (!tctx || !budget_has_tokens(tctx, class, bpf_ktime_get_ns()))
+		return CLASS_NORMAL;
+	*tctxp = tctx;
+	return class;
+}
+
+/* Idle, allowed, quiet and shallow; counts why an idle CPU was skipped. */
+static bool good_idle(struct task_struct *p, const struct cpumask *idle,
+		      s32 cpu, u32 class, u64 now)
+{
+	if (!bpf_cpumask_test_cpu(cpu, p->cpus_ptr) || !bpf_cpumask_test_cpu(cpu, idle))
+		return false;
+	if (cpu_irq_hot(cpu, now)) {
+		lane_stat_inc(class, LANE_IRQ_HOT_SKIP);
+		return false;
 	}
-	return tctx;
+	if (cpu_deep_idle(cpu)) {
+		lane_stat_inc(class, LANE_DEEP_IDLE_SKIP);
+		return false;
+	}
+	return true;
+}
+
+/* A busy, quiet CPU running a normal task: somewhere to preempt. */
+static bool preemptible(struct task_struct *p, const struct cpumask *idle, s32 cpu, u64 now)
+{
+	struct cpu_ctx *cc = cpu_ctx_of(cpu);
+
+	return cc && !cc->curr_express && bpf_cpumask_test_cpu(cpu, p->cpus_ptr) &&
+	       !bpf_cpumask_test_cpu(cpu, idle) && !cpu_irq_hot(cpu, now);
+}
+
+/* Steps 2 and 3: an idle good CPU in LLC @llc (any LLC if < 0), claimed. */
+static s32 scan_idle(struct task_struct *p, const struct cpumask *idle,
+		     s64 llc, u32 class, u64 now)
+{
+	u32 nr = scx_bpf_nr_cpu_ids();
+	s32 cpu;
+
+	bpf_for(cpu, 0, nr) {
+		if (cpu >= MAX_CPUS)
+			break;
+		if (llc >= 0 && cpu_llc_of(cpu) != llc)
+			continue;
+		if (good_idle(p, idle, cpu, class, now) && scx_bpf_test_and_clear_cpu_idle(cpu))
+			return cpu;
+	}
+	return -1;
+}
+
+/* Step 4: a CPU to preempt, previous CPU first, then the same LLC, then any. */
+static s32 scan_preempt(struct task_struct *p, const struct cpumask *idle,
+			s32 prev_cpu, u64 now)
+{
+	u32 nr = scx_bpf_nr_cpu_ids(), llc = cpu_llc_of(prev_cpu);
+	s32 cpu, other = -1;
+
+	if (preemptible(p, idle, prev_cpu, now))
+		return prev_cpu;
+	bpf_for(cpu, 0, nr) {
+		if (cpu >= MAX_CPUS)
+			break;
+		if (!preemptible(p, idle, cpu, now))
+			continue;
+		if (cpu_llc_of(cpu) == llc)
+			return cpu;
+		if (other < 0)
+			other = cpu;
+	}
+	return other;
+}
+
+/* Dispatch @p to @cpu's local queue now, for @class. */
+static void dispatch_express(struct task_struct *p, struct task_ctx *tctx, u32 class,
+			     u64 dsq, u64 enq_flags)
+{
+	tctx->express_queued = 1;
+	tctx->lane_class = class;
+	scx_bpf_dsq_insert(p, dsq, express_slice_ns, enq_flags);
 }
 
 __hidden s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 {
-	struct task_ctx *tctx = express_ctx(p);
-	bool is_idle = false;
-	s32 cpu;
+	struct task_ctx *tctx = NULL;
+	const struct cpumask *idle;
+	u32 class = express_class(p, &tctx);
+	u64 now = bpf_ktime_get_ns(), flags = 0;
+	enum lane_stat_idx where = LANE_PREV;
+	s32 cpu = -1;
 
-	if (!tctx)
-		return -1;
+	if (class == CLASS_NORMAL || !tctx)
+		return EXPRESS_NONE;
 
-	if (bpf_cpumask_test_cpu(prev_cpu, p->cpus_ptr) &&
-	    scx_bpf_test_and_clear_cpu_idle(prev_cpu)) {
+	idle = scx_bpf_get_idle_cpumask();
+	if (good_idle(p, idle, prev_cpu, class, now) && scx_bpf_test_and_clear_cpu_idle(prev_cpu)) {
 		cpu = prev_cpu;
-	} else {
-		cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);
-		if (!is_idle)
-			return -1;
+	} else if ((cpu = scan_idle(p, idle, cpu_llc_of(prev_cpu), class, now)) >= 0) {
+		where = LANE_LLC;
+	} else if ((cpu = scan_idle(p, idle, -1, class, now)) >= 0) {
+		where = LANE_ANY;
+	} else if (express_preempt && (cpu = scan_preempt(p, idle, prev_cpu, now)) >= 0) {
+		where = LANE_PREEMPT;
+		flags = SCX_ENQ_PREEMPT;
 	}
+	scx_bpf_put_idle_cpumask(idle);
 
-	tctx->express_queued = 1;
-	scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, express_slice_ns, 0);
-	stat_inc(STAT_EXPRESS);
+	if (cpu < 0) {
+		lane_stat_inc(class, LANE_FALLBACK);
+		return EXPRESS_FAIR;
+	}
+	dispatch_express(p, tctx, class, SCX_DSQ_LOCAL, flags);
+	lane_stat_inc(class, where);
 	return cpu;
 }
 
 __hidden bool express_lane_enqueue(struct task_struct *p, u64 enq_flags)
 {
-	struct task_ctx *tctx = express_ctx(p);
+	struct task_ctx *tctx = NULL;
+	u32 class = express_class(p, &tctx);
+	struct cpu_ctx *cc;
+	s32 cpu;
 
-	if (!tctx)
+	if (class == CLASS_NORMAL || !tctx)
 		return false;
 
-	tctx->express_queued = 1;
-	scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, express_slice_ns,
-			   enq_flags | SCX_ENQ_HEAD);
-	stat_inc(STAT_EXPRESS);
+	/*
+	 * No ops.select_cpu() on this path (a slice ran out, or a wakeup of a
+	 * pinned task): stay on this CPU, ahead of fair-path work, unless
+	 * another express task holds it.
+	 */
+	cpu = scx_bpf_task_cpu(p);
+	cc = cpu_ctx_of(cpu);
+	if (!cc || cc->curr_express) {
+		lane_stat_inc(class, LANE_FALLBACK);
+		return false;
+	}
+	dispatch_express(p, tctx, class, SCX_DSQ_LOCAL, enq_flags | SCX_ENQ_HEAD);
+	lane_stat_inc(class, (enq_flags & SCX_ENQ_WAKEUP) ? LANE_PREEMPT : LANE_REQUEUE);
 	return true;
 }
 
 __hidden void express_lane_running(struct task_struct *p)
 {
 	struct task_ctx *tctx = task_ctx_get(p);
+	struct cpu_ctx *cc = cpu_ctx_of(scx_bpf_task_cpu(p));
+	bool express = tctx && tctx->express_queued;
 
-	if (!tctx || !tctx->express_queued)
+	if (cc) {
+		cc->curr_express = express;
+		if (express)
+			cc->express_runs++;
+	}
+	if (!express)
 		return;
 	tctx->express_queued = 0;
 	tctx->express_since_ns = bpf_ktime_get_ns();
@@ -79,7 +209,10 @@ __hidden void express_lane_running(struct task_struct *p)
 __hidden void express_lane_stopping(struct task_struct *p)
 {
 	struct task_ctx *tctx = task_ctx_get(p);
+	struct cpu_ctx *cc = cpu_ctx_of(scx_bpf_task_cpu(p));
 
+	if (cc)
+		cc->curr_express = 0;
 	if (tctx)
 		budget_charge(tctx, bpf_ktime_get_ns());
 }

@@ -121,3 +121,40 @@ as_nobody() {
         echo 'nogroup:x:65534:' >>/etc/group
     su -s /bin/sh nobody -c "$*"
 }
+
+# scx_stat KEY: one counter of the running scx_express (e.g. classes.gpu.prev).
+scx_stat() {
+    scx_express stats --flat 2>/dev/null | awk -v k="$1" '$1 == k { print $2; f = 1 } END { if (!f) print 0 }'
+}
+
+# start_scx LOG [ARGS...]: start scx_express in the background with its
+# output in LOG, set $SCX_PID, and wait (up to 60 s) until it is attached.
+# Fails the scenario at once if it exits first, showing its log.
+start_scx() {
+    _log=$1
+    shift
+    scx_express "$@" >"$_log" 2>&1 &
+    SCX_PID=$!
+    _now_cs
+    _deadline=$((_now + 6000))
+    while ! sched_state_is enabled; do
+        if ! kill -0 "$SCX_PID" 2>/dev/null; then
+            cat "$_log"
+            fail "scx_express exited before attaching"
+        fi
+        _now_cs
+        [ "$_now" -lt "$_deadline" ] || { cat "$_log"; fail "scx_express did not attach in 60 s"; }
+        sleep 0.1
+    done
+}
+
+# stop_scx: SIGINT the scx_express started by start_scx; fail unless it
+# exits 0 and sched_ext returns to disabled.
+stop_scx() {
+    kill -INT "$SCX_PID"
+    wait "$SCX_PID"
+    _rc=$?
+    [ "$_rc" = 0 ] || fail "scx_express exited $_rc after SIGINT"
+    wait_sched_state disabled 10 || fail "sched_ext did not return to disabled"
+    echo "ok: scx_express detached (exit 0, state disabled)"
+}

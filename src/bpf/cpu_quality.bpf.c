@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * CPU quality: is a CPU IRQ-quiet, and how deep is its idle state?
+ *
+ * IRQ time: hard and soft IRQ tracepoints add up, per CPU, the time spent
+ * in handlers over a window of irq_window_ns. A CPU is IRQ-hot when that
+ * time exceeds irq_hot_pct of the window (current or previous window).
+ * Softirq time excludes hard IRQs nested in it. These tracepoints see
+ * device IRQs and softirqs, not the local timer or IPIs.
+ *
+ * Idle depth: the cpu_idle tracepoint records each CPU's current idle state.
+ * Userspace marks, per CPU, the first state whose exit latency (sysfs
+ * cpuidle stateN/latency) exceeds the configured limit; a CPU at or past it
+ * is deep-idle. Without a cpuidle driver nothing is deep.
+ */
+#include "express.bpf.h"
+
+/* Length of the IRQ accounting window. */
+const volatile u64 irq_window_ns = 20 * NSEC_PER_MSEC;
+/* IRQ share of the window above which a CPU is IRQ-hot; 100 disables. */
+const volatile u32 irq_hot_pct = 10;
+/* Per CPU: first cpuidle state that counts as deep (255: none). */
+const volatile u8 deep_idle_state[MAX_CPUS];
+/* LLC id of each CPU, from scx_utils' topology. */
+const volatile u32 cpu_llc[MAX_CPUS];
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_CPUS);
+	__type(key, u32);
+	__type(value, struct cpu_ctx);
+} cpu_ctxs SEC(".maps");
+
+__hidden struct cpu_ctx *cpu_ctx_of(s32 cpu)
+{
+	u32 key = cpu;
+
+	return bpf_map_lookup_elem(&cpu_ctxs, &key);
+}
+
+/* Account @ns of IRQ time on this CPU, rolling the window as needed. */
+static void add_irq_time(struct cpu_ctx *cc, u64 now, u64 ns)
+{
+	u64 age = now - cc->win_start_ns;
+
+	if (age >= irq_window_ns) {
+		cc->irq_ns_prev = age >= 2 * irq_window_ns ? 0 : cc->irq_ns_cur;
+		cc->irq_ns_cur = 0;
+		cc->win_start_ns = now;
+	}
+	cc->irq_ns_cur += ns;
+}
+
+__hidden bool cpu_irq_hot(s32 cpu, u64 now)
+{
+	struct cpu_ctx *cc = cpu_ctx_of(cpu);
+	u64 age, recent;
+
+	if (!cc || irq_hot_pct >= 100)
+		return false;
+	age = now - cc->win_start_ns;
+	if (age >= 2 * irq_window_ns)
+		recent = 0;			/* nothing for two windows */
+	else if (age >= irq_window_ns)
+		recent = cc->irq_ns_cur;	/* the current window is complete */
+	else
+		recent = cc->irq_ns_cur > cc->irq_ns_prev ? cc->irq_ns_cur : cc->irq_ns_prev;
+	return recent * 100 > irq_hot_pct * irq_window_ns;
+}
+
+__hidden bool cpu_deep_idle(s32 cpu)
+{
+	struct cpu_ctx *cc = cpu_ctx_of(cpu);
+	s32 state;
+
+	if (!cc || cpu < 0 || cpu >= MAX_CPUS)
+		return false;
+	state = cc->idle_state;
+	return state >= 0 && state >= deep_idle_state[cpu];
+}
+
+__hidden u32 cpu_llc_of(s32 cpu)
+{
+	if (cpu < 0 || cpu >= MAX_CPUS)
+		return 0;
+	return cpu_llc[cpu];
+}
+
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(quality_hardirq_entry, int irq, struct irqaction *action)
+{
+	struct cpu_ctx *cc = cpu_ctx_of(bpf_get_smp_processor_id());
+
+	if (cc)
+		cc->hardirq_enter_ns = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("tp_btf/irq_handler_exit")
+int BPF_PROG(quality_hardirq_exit, int irq, struct irqaction *action, int ret)
+{
+	struct cpu_ctx *cc = cpu_ctx_of(bpf_get_smp_processor_id());
+	u64 now = bpf_ktime_get_ns(), ns;
+
+	if (!cc || !cc->hardirq_enter_ns)
+		return 0;
+	ns = now - cc->hardirq_enter_ns;
+	cc->hardirq_enter_ns = 0;
+	cc->hardirq_total_ns += ns;
+	add_irq_time(cc, now, ns);
+	return 0;
+}
+
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(quality_softirq_entry, unsigned int vec_nr)
+{
+	struct cpu_ctx *cc = cpu_ctx_of(bpf_get_smp_processor_id());
+
+	if (cc) {
+		cc->softirq_enter_ns = bpf_ktime_get_ns();
+		cc->hardirq_at_soft_ns = cc->hardirq_total_ns;
+	}
+	return 0;
+}
+
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(quality_softirq_exit, unsigned int vec_nr)
+{
+	struct cpu_ctx *cc = cpu_ctx_of(bpf_get_smp_processor_id());
+	u64 now = bpf_ktime_get_ns(), ns, nested;
+
+	if (!cc || !cc->softirq_enter_ns)
+		return 0;
+	ns = now - cc->softirq_enter_ns;
+	nested = cc->hardirq_total_ns - cc->hardirq_at_soft_ns;
+	cc->softirq_enter_ns = 0;
+	add_irq_time(cc, now, ns > nested ? ns - nested : 0);
+	return 0;
+}
+
+SEC("tp_btf/cpu_idle")
+int BPF_PROG(quality_cpu_idle, unsigned int state, unsigned int cpu_id)
+{
+	struct cpu_ctx *cc = cpu_ctx_of(cpu_id);
+
+	if (cc)
+		cc->idle_state = state == (unsigned int)-1 ? -1 : (s32)state;
+	return 0;
+}

@@ -1,0 +1,71 @@
+#!/bin/sh
+# Express placement. Warm: with idle CPUs, express wakeups of a sleeping gpu
+# thread land on its previous CPU at least 80% of the time (from stats).
+# IRQ-quiet: a CPU kept IRQ-hot by network softirq load steered to it gets
+# far fewer express runs than the others, and the stats show the avoidance.
+# vmtest: smp=4 timeout=300 bins=target/release/scx_express,/usr/bin/iperf3 files=workloads/build:/opt/w
+# shellcheck source=../guest-lib.sh
+. /lib/vmtest/guest-lib.sh
+
+# irq_hot_pct = 2: the IRQ load below is a few percent of a CPU under TCG.
+printf '[express]\nirq_hot_pct = 2\n' >/tmp/avoid.toml
+start_scx /tmp/scx.log --config /tmp/avoid.toml
+
+placed() {
+    echo $(($(scx_stat classes.gpu.prev) + $(scx_stat classes.gpu.llc) + \
+        $(scx_stat classes.gpu.any) + $(scx_stat classes.gpu.preempt)))
+}
+
+# --- Warm: an idle machine, one launcher that sleeps on every sync.
+/opt/w/decode --duration 8 >/tmp/warm.out 2>&1 &
+dec=$!
+sleep 3 # classified, warmed up
+p0=$(scx_stat classes.gpu.prev) t0=$(placed)
+sleep 4
+p1=$(scx_stat classes.gpu.prev) t1=$(placed)
+wait $dec
+dp=$((p1 - p0)) dt=$((t1 - t0))
+log "express wakeups: $dt placed, $dp on the previous CPU"
+[ "$dt" -ge 100 ] || fail "only $dt express wakeups in 4 s: launcher not in the express lane?"
+[ $((dp * 100)) -ge $((dt * 80)) ] || fail "previous CPU got $dp of $dt express wakeups (< 80%)"
+echo "ok: warm: $dp of $dt express wakeups ($((dp * 100 / dt))%) on the previous CPU"
+
+# --- IRQ-quiet: the launcher may run on CPUs 2 and 3; light loopback
+# traffic pinned to CPU 3 keeps its NET_RX softirq busy while leaving it
+# mostly idle. With IRQ avoidance the launcher's wakeups avoid CPU 3; in a
+# control run with it off (irq_hot_pct = 100) CPU 3 gets its share.
+HOT=3 QUIET=2
+irq_phase() {
+    taskset -c $HOT iperf3 -s -1 >/dev/null 2>&1 &
+    sleep 0.5
+    taskset -c $HOT iperf3 -c 127.0.0.1 -t 12 -b 60M -l 1400 >/tmp/iperf.log 2>&1 &
+    ipf=$!
+    sleep 2
+    log "CPU $HOT IRQ load: $(scx_stat cpus.$HOT.irq_pct)% (CPU $QUIET: $(scx_stat cpus.$QUIET.irq_pct)%)"
+    h0=$(scx_stat cpus.$HOT.express_runs) q0=$(scx_stat cpus.$QUIET.express_runs)
+    s0=$(scx_stat classes.gpu.irq_hot_skips)
+    taskset -c $QUIET,$HOT /opt/w/decode --duration 7 >/tmp/irq.out 2>&1
+    hot=$(($(scx_stat cpus.$HOT.express_runs) - h0))
+    quiet=$(($(scx_stat cpus.$QUIET.express_runs) - q0))
+    skips=$(($(scx_stat classes.gpu.irq_hot_skips) - s0))
+    wait $ipf
+    sleep 1
+    log "express runs: IRQ-loaded CPU $HOT: $hot, CPU $QUIET: $quiet; IRQ-hot skips: $skips"
+}
+
+irq_phase
+[ "$quiet" -ge 100 ] || fail "too few express runs ($quiet) to judge"
+[ "$skips" -gt 0 ] || fail "stats show no IRQ-hot CPU skipped"
+# Far fewer: under a tenth of what the quiet CPU got.
+[ $((hot * 10)) -lt "$quiet" ] || fail "IRQ-hot CPU $HOT got $hot express runs vs $quiet on CPU $QUIET"
+echo "ok: IRQ-hot CPU $HOT got $hot express runs vs $quiet on CPU $QUIET; $skips skips"
+avoid_hot=$hot avoid_quiet=$quiet
+stop_scx
+
+printf '[express]\nirq_hot_pct = 100\n' >/tmp/control.toml
+start_scx /tmp/scx2.log --config /tmp/control.toml
+irq_phase
+echo "control, IRQ avoidance off: CPU $HOT got $hot express runs vs $quiet on CPU $QUIET (avoidance on: $avoid_hot vs $avoid_quiet)"
+[ "$skips" = 0 ] || fail "IRQ avoidance off, yet $skips skips counted"
+[ $((hot * 5)) -ge "$avoid_quiet" ] || log "note: CPU $HOT got few express runs even without avoidance"
+stop_scx
