@@ -267,9 +267,11 @@ mod tests {
 
     #[test]
     fn delta_subtracts_counters_keeps_gauges() {
-        let mut a = Metrics::default();
-        a.user_queued = 10;
-        a.fair_tasks = 5;
+        let mut a = Metrics {
+            user_queued: 10,
+            fair_tasks: 5,
+            ..Default::default()
+        };
         a.cpus.insert(
             "0".into(),
             CpuMetrics {
