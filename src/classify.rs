@@ -355,8 +355,8 @@ pub fn spawn_scanner(
     std::thread::Builder::new()
         .name("express-scan".into())
         .spawn(move || {
-            // A full rescan (for dlopen) about once a second.
-            let full_every = (1000 / interval.as_millis().max(1) as u64).max(1);
+            // A full rescan (for dlopen and marks) about every 2 s.
+            let full_every = (2000 / interval.as_millis().max(1) as u64).max(1);
             let mut scanner = LibraryScanner::new(spec, full_every);
             let mut marks_applied: HashMap<i32, ClassName> = HashMap::new();
             let proc_root = Path::new("/proc");

@@ -282,6 +282,8 @@ pub struct LibraryScanner {
     /// Marker libraries: where their registry is, if they have one.
     registries: HashMap<(u64, u64), Option<u64>>,
     known_pids: HashSet<u32>,
+    /// Processes without mappings (kernel threads): never worth a rescan.
+    no_maps: HashSet<u32>,
     pass: u64,
     full_every: u64,
 }
@@ -294,6 +296,7 @@ impl LibraryScanner {
             bad: HashSet::new(),
             registries: HashMap::new(),
             known_pids: HashSet::new(),
+            no_maps: HashSet::new(),
             pass: 0,
             full_every: full_every.max(1),
         }
@@ -314,12 +317,16 @@ impl LibraryScanner {
                 continue;
             };
             alive.insert(pid);
-            if !full && self.known_pids.contains(&pid) {
+            if self.no_maps.contains(&pid) || (!full && self.known_pids.contains(&pid)) {
                 continue;
             }
             let Ok(maps) = std::fs::read_to_string(entry.path().join("maps")) else {
                 continue;
             };
+            if maps.is_empty() {
+                self.no_maps.insert(pid);
+                continue;
+            }
             let mut this_pid = HashSet::new();
             for m in mappings(&maps) {
                 if m.offset != 0 || !this_pid.insert(m.path) || !self.spec.wanted(m.path) {
@@ -339,6 +346,7 @@ impl LibraryScanner {
                 self.read_marks(key, &open_path, m, pid, &mut out.marks);
             }
         }
+        self.no_maps.retain(|p| alive.contains(p));
         self.known_pids = alive;
         out
     }

@@ -58,5 +58,6 @@ bool fair_enqueue_user(struct task_struct *p, u64 enq_flags);
 void fair_enqueue_fallback(struct task_struct *p, u64 enq_flags);
 void fair_dispatch(s32 cpu, struct task_struct *prev);
 void fair_running(struct task_struct *p);
+void note_fair_dispatch(struct task_struct *p, bool fair);
 
 #endif /* __EXPRESS_BPF_H */

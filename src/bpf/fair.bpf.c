@@ -141,9 +141,19 @@ __hidden void fair_enqueue_fallback(struct task_struct *p, u64 enq_flags)
 {
 	u64 dsq = fair_dsq(p, -1);
 
+	note_fair_dispatch(p, true);
 	scx_bpf_dsq_insert_vtime(p, dsq, slice_max_ns, vtime_now, enq_flags);
 	stat_inc(STAT_FALLBACK);
 	kick_idle_for(p, dsq);
+}
+
+/* Remember whether @p's next run was ordered by the fair path's vtime. */
+__hidden void note_fair_dispatch(struct task_struct *p, bool fair)
+{
+	struct task_ctx *tctx = task_ctx_get(p);
+
+	if (tctx)
+		tctx->fair_dispatched = fair;
 }
 
 /* Insert @p where userspace (or the rescue path) decided. */
@@ -151,6 +161,7 @@ static void fair_insert(struct task_struct *p, s32 cpu, u64 slice_ns, u64 vtime)
 {
 	u64 dsq = fair_dsq(p, cpu);
 
+	note_fair_dispatch(p, true);
 	if (!slice_ns || slice_ns > slice_max_ns)
 		slice_ns = slice_max_ns;
 	scx_bpf_dsq_insert_vtime(p, dsq, slice_ns, vtime, 0);
@@ -275,9 +286,14 @@ static u64 head_vtime(u64 dsq)
  */
 static bool keep_prev(struct task_struct *prev, u64 best_queued)
 {
+	struct task_ctx *tctx;
 	u64 next;
 
 	if (!prev || !(prev->scx.flags & SCX_TASK_QUEUED))
+		return false;
+	/* Only the fair path's vtime is meaningful here (not express or direct runs). */
+	tctx = task_ctx_get(prev);
+	if (!tctx || !tctx->fair_dispatched)
 		return false;
 	next = prev->scx.dsq_vtime + scale_by_task_weight_inverse(prev, slice_max_ns);
 	if (next >= best_queued)

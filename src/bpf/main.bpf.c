@@ -130,6 +130,7 @@ s32 BPF_STRUCT_OPS(express_select_cpu, struct task_struct *p, s32 prev_cpu,
 
 	cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);
 	if (is_idle && (direct_idle || is_usersched(p))) {
+		note_fair_dispatch(p, false);
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_max_ns, 0);
 		stat_inc(is_usersched(p) ? STAT_USERSCHED : STAT_DIRECT_IDLE);
 	}
@@ -138,15 +139,20 @@ s32 BPF_STRUCT_OPS(express_select_cpu, struct task_struct *p, s32 prev_cpu,
 
 void BPF_STRUCT_OPS(express_enqueue, struct task_struct *p, u64 enq_flags)
 {
-	/* The scheduler itself: run now, on this CPU, so it never waits on itself. */
+	/*
+	 * The scheduler itself: next on this CPU, never through itself. It does
+	 * not preempt: a preempted task would go through userspace too and wake
+	 * it again; waiting out one slice batches its decisions instead.
+	 */
 	if (is_usersched(p)) {
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_max_ns,
-				   enq_flags | SCX_ENQ_PREEMPT);
+				   enq_flags | SCX_ENQ_HEAD);
 		stat_inc(STAT_USERSCHED);
 		return;
 	}
 
 	if (is_pcpu_kthread(p)) {
+		note_fair_dispatch(p, false);
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_max_ns, enq_flags);
 		stat_inc(STAT_KTHREAD);
 		return;

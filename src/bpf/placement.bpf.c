@@ -126,6 +126,7 @@ static void dispatch_express(struct task_struct *p, struct task_ctx *tctx, u32 c
 {
 	tctx->express_queued = 1;
 	tctx->lane_class = class;
+	tctx->fair_dispatched = 0;
 	scx_bpf_dsq_insert(p, dsq, express_slice_ns, enq_flags);
 }
 
