@@ -511,6 +511,15 @@ pub enum ConfigSource {
     File(PathBuf),
 }
 
+impl std::fmt::Display for ConfigSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigSource::Builtin => write!(f, "the built-in config"),
+            ConfigSource::File(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
 impl ConfigSource {
     pub fn load(&self) -> Result<Config, ConfigErrors> {
         match self {

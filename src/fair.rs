@@ -63,6 +63,10 @@ impl FairPolicy {
         }
     }
 
+    pub fn set_params(&mut self, params: FairParams) {
+        self.params = params;
+    }
+
     /// Slice for the next run, shrinking as more tasks wait.
     pub fn slice_for(&self, nr_waiting: u64) -> u64 {
         let p = &self.params;

@@ -54,6 +54,11 @@ struct Cli {
     #[arg(long, value_name = "SECS", conflicts_with = "stats")]
     monitor: Option<f64>,
 
+    /// Also write the counters every second to FILE in the Prometheus /
+    /// OpenMetrics text format (for node_exporter's textfile collector).
+    #[arg(long, value_name = "FILE")]
+    metrics_file: Option<PathBuf>,
+
     /// Verbose output: debug logs and the libbpf log.
     #[arg(short, long)]
     verbose: bool,
@@ -128,7 +133,13 @@ fn secs(v: f64, flag: &str) -> Result<Duration> {
 
 /// Runs the scheduler, re-attaching when the kernel asks for a restart
 /// (for example after CPU hotplug).
-fn run_scheduler(cli: &Cli, cfg: Config, shutdown: Arc<AtomicBool>) -> Result<()> {
+fn run_scheduler(
+    cli: &Cli,
+    source: ConfigSource,
+    mut cfg: Config,
+    shutdown: Arc<AtomicBool>,
+    reload: Arc<AtomicBool>,
+) -> Result<()> {
     preflight::require_sched_ext()?;
     preflight::require_root(
         "scx_express",
@@ -161,7 +172,14 @@ fn run_scheduler(cli: &Cli, cfg: Config, shutdown: Arc<AtomicBool>) -> Result<()
     let result = (|| loop {
         let mut open_object = MaybeUninit::uninit();
         let mut sched = scheduler::Scheduler::init(&cfg, &mut open_object, cli.verbose)?;
-        let uei = sched.run(&shutdown, &metrics)?;
+        let uei = sched.run(
+            &shutdown,
+            &reload,
+            &source,
+            &metrics,
+            cli.metrics_file.as_deref(),
+        )?;
+        cfg = sched.config().clone();
         if !uei.should_restart() || shutdown.load(Ordering::Relaxed) {
             return Ok(());
         }
@@ -202,16 +220,22 @@ fn real_main(cli: Cli) -> Result<()> {
     // Validate the config before anything touches the kernel.
     let cfg = source.load()?;
 
+    // SIGINT and SIGTERM detach cleanly; SIGHUP reloads the config.
     let shutdown = Arc::new(AtomicBool::new(false));
+    let reload = Arc::new(AtomicBool::new(false));
     let flag = shutdown.clone();
     ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
-        .context("installing the SIGINT/SIGTERM handler")?;
+        .context("installing the SIGINT handler")?;
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, shutdown.clone())
+        .context("installing the SIGTERM handler")?;
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, reload.clone())
+        .context("installing the SIGHUP handler")?;
 
     if let Some(v) = cli.monitor {
         let interval = secs(v, "--monitor")?;
         return stats::monitor(interval, || shutdown.load(Ordering::Relaxed));
     }
-    run_scheduler(&cli, cfg, shutdown)
+    run_scheduler(&cli, source, cfg, shutdown, reload)
 }
 
 fn main() -> ExitCode {

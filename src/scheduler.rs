@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use libbpf_rs::{MapCore, MapFlags, OpenObject, RingBufferBuilder, UserRingBuffer};
-use log::{debug, info, warn};
+use log::{debug, error, info, warn};
 use scx_utils::{scx_ops_attach, scx_ops_load, scx_ops_open, uei_exited, uei_report, UserExitInfo};
 
 use scx_utils::Topology;
@@ -20,7 +20,7 @@ use scx_utils::Topology;
 use crate::bpf_intf;
 use crate::bpf_skel::{BpfSkel, BpfSkelBuilder};
 use crate::classify::{self, Pins, RuleEngine, TaskMap};
-use crate::config::{Config, Scope};
+use crate::config::{Config, ConfigSource, Scope};
 use crate::fair::{Decision, FairParams, FairPolicy, Runnable};
 use crate::preflight;
 use crate::probes::{Attacher, FoundLibrary, ProbeKind, ProbeManager, ProbePoint, ProbeSpec};
@@ -44,6 +44,38 @@ pub fn fair_params(cfg: &Config) -> FairParams {
     }
 }
 
+/// Writes the reloadable knobs (the BPF `.data.knobs` section) from `cfg`.
+/// Used before load and on every accepted reload.
+pub fn apply_knobs(k: &mut crate::bpf_skel::types::data_knobs, cfg: &Config, topo: &Topology) {
+    k.slice_max_ns = cfg.fair.slice_max_us * US;
+    k.rescue_ns = cfg.fair.rescue_ms * MS;
+    k.direct_idle = cfg.fair.direct_idle;
+    k.express_slice_ns = cfg.express.slice_us * US;
+    k.idle_demote_ns = cfg.classify.idle_demote_ms * MS;
+    k.irq_window_ns = cfg.express.irq_window_ms * MS;
+    k.irq_hot_pct = cfg.express.irq_hot_pct as u32;
+    k.express_preempt = cfg.express.preempt;
+    for &id in topo.all_cpus.keys() {
+        if id < k.deep_idle_state.len() {
+            k.deep_idle_state[id] = first_deep_idle_state(id, cfg.express.deep_idle_us);
+        }
+    }
+    let nr_cpus = topo.all_cpus.len() as f64;
+    let classes = [
+        (bpf_intf::task_class_CLASS_GPU, &cfg.classes.gpu),
+        (bpf_intf::task_class_CLASS_AGENT, &cfg.classes.agent),
+    ];
+    for (idx, class) in classes {
+        let i = idx as usize;
+        k.class_scope_process[i] = class.scope == Scope::Process;
+        k.class_enabled[i] = class.enabled;
+        k.class_burst_ns[i] = class.burst_ms * MS;
+        k.class_rate_ppm[i] = (class.rate * 1e6).round() as u64;
+        // Quota per 100 ms period (budget.bpf.c), all CPUs together.
+        k.class_quota_ns[i] = (class.max_share * nr_cpus * 100.0 * MS as f64) as u64;
+    }
+}
+
 /// The first cpuidle state of `cpu` whose exit latency exceeds `limit_us`
 /// (255 if none, or no cpuidle driver): states are ordered by depth.
 pub fn first_deep_idle_state(cpu: usize, limit_us: u64) -> u8 {
@@ -64,6 +96,8 @@ pub struct Scheduler<'a> {
     struct_ops: Option<libbpf_rs::Link>,
     policy: FairPolicy,
     probes: ProbeManager<libbpf_rs::Link>,
+    cfg: Config,
+    topo: Topology,
     irq_window_ns: u64,
     new_libraries: std::sync::mpsc::Receiver<FoundLibrary>,
     _pins: Pins,
@@ -102,41 +136,24 @@ impl<'a> Scheduler<'a> {
         let mut skel = scx_ops_open!(builder, open_object, express_ops, None)
             .map_err(preflight::explain_load_error)?;
 
+        let topo = Topology::new().context("reading the CPU topology")?;
         let rodata = skel
             .maps
             .rodata_data
             .as_mut()
             .context("BPF object has no rodata")?;
         rodata.usersched_tgid = std::process::id();
-        rodata.slice_max_ns = cfg.fair.slice_max_us * US;
-        rodata.rescue_ns = cfg.fair.rescue_ms * MS;
-        rodata.direct_idle = cfg.fair.direct_idle;
-        rodata.express_slice_ns = cfg.express.slice_us * US;
-        let classes = [
-            (bpf_intf::task_class_CLASS_GPU, &cfg.classes.gpu),
-            (bpf_intf::task_class_CLASS_AGENT, &cfg.classes.agent),
-        ];
-        rodata.idle_demote_ns = cfg.classify.idle_demote_ms * MS;
-        rodata.irq_window_ns = cfg.express.irq_window_ms * MS;
-        rodata.irq_hot_pct = cfg.express.irq_hot_pct as u32;
-        rodata.express_preempt = cfg.express.preempt;
-        let topo = Topology::new().context("reading the CPU topology")?;
-        let nr_cpus = topo.all_cpus.len() as f64;
         for (&id, cpu) in &topo.all_cpus {
             if id < rodata.cpu_llc.len() {
                 rodata.cpu_llc[id] = cpu.llc_id as u32;
-                rodata.deep_idle_state[id] = first_deep_idle_state(id, cfg.express.deep_idle_us);
             }
         }
-        for (idx, class) in classes {
-            let i = idx as usize;
-            rodata.class_scope_process[i] = class.scope == Scope::Process;
-            rodata.class_enabled[i] = class.enabled;
-            rodata.class_burst_ns[i] = class.burst_ms * MS;
-            rodata.class_rate_ppm[i] = (class.rate * 1e6).round() as u64;
-            // Quota per 100 ms period (budget.bpf.c), all CPUs together.
-            rodata.class_quota_ns[i] = (class.max_share * nr_cpus * 100.0 * MS as f64) as u64;
-        }
+        let knobs = skel
+            .maps
+            .data_knobs_data
+            .as_mut()
+            .context("BPF object has no knobs section")?;
+        apply_knobs(knobs, cfg, &topo);
 
         let mut skel =
             scx_ops_load!(skel, express_ops, uei).map_err(preflight::explain_load_error)?;
@@ -169,6 +186,8 @@ impl<'a> Scheduler<'a> {
             struct_ops,
             policy: FairPolicy::new(fair_params(cfg)),
             probes,
+            cfg: cfg.clone(),
+            topo,
             irq_window_ns: cfg.express.irq_window_ms * MS,
             new_libraries,
             _pins: pins,
@@ -312,7 +331,57 @@ impl<'a> Scheduler<'a> {
 
     /// Serves the fair path until `shutdown` is set or the kernel ejects
     /// the scheduler. Returns the kernel's exit information.
-    pub fn run(&mut self, shutdown: &AtomicBool, metrics: &SharedMetrics) -> Result<UserExitInfo> {
+    /// Reloads the config from `source`. A config that fails to load or
+    /// validate is rejected with its reason, and the running one stays.
+    fn reload(&mut self, source: &ConfigSource) {
+        let new = match source.load() {
+            Ok(c) => c,
+            Err(e) => {
+                error!("reload rejected, keeping the running config: {e}");
+                return;
+            }
+        };
+        if new == self.cfg {
+            info!("reload: {} has not changed", source);
+            return;
+        }
+        for (what, changed) in [
+            ("[classify]", new.classify != self.cfg.classify),
+            (
+                "express.pm_qos_resume_latency_us",
+                new.express.pm_qos_resume_latency_us != self.cfg.express.pm_qos_resume_latency_us,
+            ),
+        ] {
+            if changed {
+                warn!("reload: {what} changes take effect at the next start");
+            }
+        }
+        let knobs = self
+            .skel
+            .maps
+            .data_knobs_data
+            .as_mut()
+            .expect("knobs are mapped");
+        apply_knobs(knobs, &new, &self.topo);
+        self.policy.set_params(fair_params(&new));
+        self.irq_window_ns = new.express.irq_window_ms * MS;
+        self.cfg = new;
+        info!("reloaded {source}");
+    }
+
+    /// The config in force (after accepted reloads).
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    pub fn run(
+        &mut self,
+        shutdown: &AtomicBool,
+        reload: &AtomicBool,
+        source: &ConfigSource,
+        metrics: &SharedMetrics,
+        metrics_file: Option<&std::path::Path>,
+    ) -> Result<UserExitInfo> {
         let pending: Rc<RefCell<Vec<bpf_intf::queued_task>>> = Rc::default();
         let sink = pending.clone();
         let mut rb = RingBufferBuilder::new();
@@ -331,6 +400,7 @@ impl<'a> Scheduler<'a> {
 
         let mut last_housekeeping = Instant::now();
         let mut full_warned = false;
+        let mut metrics_file_ok = true;
         let mut batch = Vec::new();
         while !shutdown.load(Ordering::Relaxed) && !uei_exited!(&self.skel, uei) {
             if let Err(e) = queued.poll(POLL_TIMEOUT) {
@@ -363,6 +433,9 @@ impl<'a> Scheduler<'a> {
                 self.add_user_submitted(sent);
             }
             self.service_probes();
+            if reload.swap(false, Ordering::Relaxed) {
+                self.reload(source);
+            }
 
             if last_housekeeping.elapsed() >= HOUSEKEEPING {
                 last_housekeeping = Instant::now();
@@ -370,7 +443,20 @@ impl<'a> Scheduler<'a> {
                 if dropped > 0 {
                     debug!("forgot {dropped} idle tasks");
                 }
-                *metrics.lock().unwrap() = self.metrics()?;
+                let m = self.metrics()?;
+                if let Some(path) = metrics_file {
+                    let text = crate::stats::openmetrics_text(&m);
+                    match crate::stats::write_atomically(path, &text) {
+                        Ok(()) => metrics_file_ok = true,
+                        // Say it once, not every second.
+                        Err(e) if metrics_file_ok => {
+                            warn!("writing {}: {e}", path.display());
+                            metrics_file_ok = false;
+                        }
+                        Err(_) => {}
+                    }
+                }
+                *metrics.lock().unwrap() = m;
             }
         }
 

@@ -176,6 +176,127 @@ impl Metrics {
     }
 }
 
+/// The metrics in the Prometheus/OpenMetrics text format, for a textfile
+/// collector or any scraper that reads files.
+pub fn openmetrics_text(m: &Metrics) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let mut counter = |name: &str, help: &str, samples: &[(String, f64)]| {
+        let _ = writeln!(out, "# HELP scx_express_{name} {help}");
+        let _ = writeln!(out, "# TYPE scx_express_{name} counter");
+        for (labels, v) in samples {
+            let _ = writeln!(out, "scx_express_{name}_total{labels} {v}");
+        }
+    };
+    let one = |v: u64| vec![(String::new(), v as f64)];
+    counter(
+        "user_queued",
+        "Tasks handed to the userspace scheduler",
+        &one(m.user_queued),
+    );
+    counter(
+        "user_dispatched",
+        "Decisions sent back by userspace",
+        &one(m.user_dispatched),
+    );
+    counter(
+        "direct_idle",
+        "Wakeups placed directly on an idle CPU",
+        &one(m.direct_idle),
+    );
+    counter("fallback", "Tasks enqueued by BPF alone", &one(m.fallback));
+    counter(
+        "rescued",
+        "Tasks rescued by BPF after rescue_ms",
+        &one(m.rescued),
+    );
+    counter(
+        "launch_windows",
+        "Launch-probe windows opened",
+        &one(m.launch_windows),
+    );
+    let per_class = |f: fn(&ClassMetrics) -> u64| -> Vec<(String, f64)> {
+        m.classes
+            .iter()
+            .map(|(k, c)| (format!("{{class=\"{k}\"}}"), f(c) as f64))
+            .collect()
+    };
+    type Field = fn(&ClassMetrics) -> u64;
+    let lanes: [(&str, &str, Field); 10] = [
+        ("express_prev", "Express wakeups on the previous CPU", |c| {
+            c.prev
+        }),
+        (
+            "express_llc",
+            "Express wakeups on an idle CPU of the same LLC",
+            |c| c.llc,
+        ),
+        ("express_any", "Express wakeups on any idle CPU", |c| c.any),
+        (
+            "express_preempt",
+            "Express wakeups that preempted a normal task",
+            |c| c.preempt,
+        ),
+        (
+            "express_requeue",
+            "Express tasks kept at the head after a slice",
+            |c| c.requeue,
+        ),
+        (
+            "irq_hot_skips",
+            "Idle CPUs skipped for being IRQ-hot",
+            |c| c.irq_hot_skips,
+        ),
+        ("deep_idle_skips", "Idle CPUs skipped for deep idle", |c| {
+            c.deep_idle_skips
+        }),
+        ("budget_exhausted", "Express tasks out of tokens", |c| {
+            c.no_tokens
+        }),
+        (
+            "class_cap",
+            "Express tasks over their class max_share",
+            |c| c.class_cap,
+        ),
+        (
+            "express_fallback",
+            "Express tasks with no suitable CPU",
+            |c| c.fallback,
+        ),
+    ];
+    for (name, help, f) in lanes {
+        counter(name, help, &per_class(f));
+    }
+    let _ = writeln!(
+        out,
+        "# HELP scx_express_probed_libraries Libraries with uprobes attached"
+    );
+    let _ = writeln!(out, "# TYPE scx_express_probed_libraries gauge");
+    let _ = writeln!(out, "scx_express_probed_libraries {}", m.probed_libraries);
+    let _ = writeln!(
+        out,
+        "# HELP scx_express_cpu_irq_pct Hard+soft IRQ time in the last window, percent"
+    );
+    let _ = writeln!(out, "# TYPE scx_express_cpu_irq_pct gauge");
+    for (cpu, c) in &m.cpus {
+        let _ = writeln!(
+            out,
+            "scx_express_cpu_irq_pct{{cpu=\"{cpu}\"}} {}",
+            c.irq_pct
+        );
+    }
+    out.push_str("# EOF\n");
+    out
+}
+
+/// Writes `text` to `path` atomically (a reader never sees half a file).
+pub fn write_atomically(path: &std::path::Path, text: &str) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
 /// Latest metrics, shared between the scheduler loop and the stats server.
 pub type SharedMetrics = Arc<Mutex<Metrics>>;
 
@@ -263,6 +384,29 @@ mod tests {
         flatten("", &serde_json::to_value(&m).unwrap(), &mut lines);
         assert!(lines.contains(&"rescued 3".to_string()));
         assert!(lines.contains(&"classes.gpu.prev 7".to_string()));
+    }
+
+    #[test]
+    fn openmetrics_has_class_labels_and_ends_with_eof() {
+        let mut m = Metrics::default();
+        m.classes.insert(
+            "gpu".into(),
+            ClassMetrics {
+                no_tokens: 4,
+                ..Default::default()
+            },
+        );
+        let text = openmetrics_text(&m);
+        assert!(
+            text.contains("scx_express_budget_exhausted_total{class=\"gpu\"} 4"),
+            "{text}"
+        );
+        assert!(text.contains("# TYPE scx_express_rescued counter"));
+        assert!(text.ends_with("# EOF\n"));
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let value = line.rsplit(' ').next().unwrap();
+            assert!(value.parse::<f64>().is_ok(), "bad sample line {line:?}");
+        }
     }
 
     #[test]

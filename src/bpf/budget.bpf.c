@@ -17,7 +17,7 @@
 #define CLASS_PERIOD_NS		(100 * NSEC_PER_MSEC)
 
 /* Per class: express CPU time allowed per period, all CPUs together. */
-const volatile u64 class_quota_ns[NR_CLASSES];
+KNOB u64 class_quota_ns[NR_CLASSES];
 
 /* Per class: start of the current period and express time used in it. */
 volatile u64 class_period_start[NR_CLASSES];

@@ -20,9 +20,9 @@
 #include "express.bpf.h"
 
 /* A probe-derived gpu class lapses this long after the last CUDA call. */
-const volatile u64 idle_demote_ns = 2000 * NSEC_PER_MSEC;
+KNOB u64 idle_demote_ns = 2000 * NSEC_PER_MSEC;
 /* Per class: true when the class applies to the whole process. */
-const volatile bool class_scope_process[NR_CLASSES];
+KNOB bool class_scope_process[NR_CLASSES];
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);

@@ -16,11 +16,11 @@
 #include "express.bpf.h"
 
 /* Length of the IRQ accounting window. */
-const volatile u64 irq_window_ns = 20 * NSEC_PER_MSEC;
+KNOB u64 irq_window_ns = 20 * NSEC_PER_MSEC;
 /* IRQ share of the window above which a CPU is IRQ-hot; 100 disables. */
-const volatile u32 irq_hot_pct = 10;
+KNOB u32 irq_hot_pct = 10;
 /* Per CPU: first cpuidle state that counts as deep (255: none). */
-const volatile u8 deep_idle_state[MAX_CPUS];
+KNOB u8 deep_idle_state[MAX_CPUS];
 /* LLC id of each CPU, from scx_utils' topology. */
 const volatile u32 cpu_llc[MAX_CPUS];
 

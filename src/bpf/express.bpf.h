@@ -14,15 +14,21 @@
 #define NSEC_PER_USEC	1000ULL
 #define NSEC_PER_MSEC	(1000ULL * NSEC_PER_USEC)
 
-/* ---- Knobs (rodata, written by userspace before load; see main.bpf.c) ---- */
+/*
+ * Knobs from the config file. KNOB ones live in their own data section,
+ * which userspace writes before load and again on reload (SIGHUP), so they
+ * change without a detach. Plain const volatile ones are fixed at load.
+ */
+#define KNOB SEC(".data.knobs") volatile
+
 extern const volatile u32 usersched_tgid;
-extern const volatile u64 slice_max_ns;
-extern const volatile u64 rescue_ns;
-extern const volatile bool direct_idle;
-extern const volatile bool class_enabled[NR_CLASSES];
-extern const volatile u64 class_burst_ns[NR_CLASSES];
-extern const volatile u64 class_rate_ppm[NR_CLASSES];
-extern const volatile u64 express_slice_ns;
+extern volatile u64 slice_max_ns;
+extern volatile u64 rescue_ns;
+extern volatile bool direct_idle;
+extern volatile bool class_enabled[NR_CLASSES];
+extern volatile u64 class_burst_ns[NR_CLASSES];
+extern volatile u64 class_rate_ppm[NR_CLASSES];
+extern volatile u64 express_slice_ns;
 
 /* ---- Stats (main.bpf.c) ---- */
 void stat_inc(enum stat_idx idx);

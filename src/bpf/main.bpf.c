@@ -55,25 +55,25 @@ char _license[] SEC("license") = "GPL";
 const volatile u32 usersched_tgid;
 
 /* Longest fair-path slice; also the slice of BPF-only dispatches. */
-const volatile u64 slice_max_ns = 5 * NSEC_PER_MSEC;
+KNOB u64 slice_max_ns = 5 * NSEC_PER_MSEC;
 
 /* How long a task may wait for userspace before BPF dispatches it itself. */
-const volatile u64 rescue_ns = 50 * NSEC_PER_MSEC;
+KNOB u64 rescue_ns = 50 * NSEC_PER_MSEC;
 
 /*
  * Place a waking fair-path task directly on an idle CPU found by the
  * default idle picker. Saves the userspace round trip when the machine has
  * spare CPUs; under contention (no idle CPU) every decision is userspace's.
  */
-const volatile bool direct_idle = true;
+KNOB bool direct_idle = true;
 
 /* Per class: is the express lane on, bucket capacity, refill rate (ppm of a CPU). */
-const volatile bool class_enabled[NR_CLASSES];
-const volatile u64 class_burst_ns[NR_CLASSES];
-const volatile u64 class_rate_ppm[NR_CLASSES];
+KNOB bool class_enabled[NR_CLASSES];
+KNOB u64 class_burst_ns[NR_CLASSES];
+KNOB u64 class_rate_ppm[NR_CLASSES];
 
 /* Slice of an express dispatch. */
-const volatile u64 express_slice_ns = 2 * NSEC_PER_MSEC;
+KNOB u64 express_slice_ns = 2 * NSEC_PER_MSEC;
 
 UEI_DEFINE(uei);
 

@@ -17,7 +17,7 @@
 #include "express.bpf.h"
 
 /* May an express wakeup preempt a normal task when no idle CPU is good? */
-const volatile bool express_preempt = true;
+KNOB bool express_preempt = true;
 
 /* Per-class express-lane counters, class * NR_LANE_STATS + idx. */
 struct {
