@@ -59,6 +59,10 @@ struct Cli {
     #[arg(long, value_name = "FILE")]
     metrics_file: Option<PathBuf>,
 
+    /// Describe every statistic (as shown by --stats and --monitor) and exit.
+    #[arg(long)]
+    help_stats: bool,
+
     /// Verbose output: debug logs and the libbpf log.
     #[arg(short, long)]
     verbose: bool,
@@ -190,6 +194,9 @@ fn run_scheduler(
 }
 
 fn real_main(cli: Cli) -> Result<()> {
+    if cli.help_stats {
+        return stats::describe(&mut std::io::stdout());
+    }
     match &cli.command {
         Some(Command::CheckConfig { file }) => {
             Config::load(file)?;

@@ -312,6 +312,11 @@ fn server_data(metrics: SharedMetrics) -> StatsServerData<(), ()> {
         )
 }
 
+/// Writes the description of every statistic (`--help-stats`).
+pub fn describe<W: Write>(w: &mut W) -> Result<()> {
+    server_data(SharedMetrics::default()).describe_meta(w, None)
+}
+
 /// Starts the stats server at scx_stats' default socket path.
 pub fn launch_server(metrics: SharedMetrics) -> Result<StatsServer<(), ()>> {
     StatsServer::new(server_data(metrics)).launch()
