@@ -29,8 +29,7 @@ cp $CFG /tmp/good.toml
 printf '[classes.gpu]\nenabled = false\nburst_ms = -3\n' >$CFG
 scx_express check-config $CFG && fail "check-config accepted a negative burst"
 kill -HUP "$SCX_PID"
-sleep 1
-grep -q 'reload rejected' /tmp/scx.log || { cat /tmp/scx.log; fail "no rejection logged"; }
+wait_until 10 grep -q 'reload rejected' /tmp/scx.log || { cat /tmp/scx.log; fail "no rejection logged"; }
 grep 'reload rejected' -A1 /tmp/scx.log | grep -q 'classes.gpu.burst_ms' || fail "rejection does not name the key"
 g=$(gain)
 [ "$g" -gt 50 ] || fail "after a rejected reload the gpu class stopped working ($g)"
@@ -41,8 +40,7 @@ sed 's/^enabled = true$/enabled = false/' /tmp/good.toml >$CFG
 grep -c '^enabled = false$' $CFG | grep -q 2 || fail "test setup: could not turn classes off"
 scx_express check-config $CFG >/dev/null || fail "check-config rejected the valid config"
 kill -HUP "$SCX_PID"
-sleep 1
-grep -q "reloaded $CFG" /tmp/scx.log || { cat /tmp/scx.log; fail "reload not logged"; }
+wait_until 10 grep -q "reloaded $CFG" /tmp/scx.log || { cat /tmp/scx.log; fail "reload not logged"; }
 g=$(gain)
 log "express dispatches in 3 s with the classes off: $g"
 [ "$g" -le 2 ] || fail "classes disabled by reload, yet $g express dispatches"

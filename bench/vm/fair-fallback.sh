@@ -1,8 +1,11 @@
 #!/bin/sh
-# Fallback: with no express tasks, stress-ng's throughput under scx_express
-# is within 10% of EEVDF's in the same boot (same VM, same load). EEVDF runs
-# before and after, and their mean is the reference, so a drift in the
-# emulator's speed during the boot does not decide the result.
+# Benchmark (prints numbers, asserts no timing): with no express tasks, how
+# does stress-ng's throughput under scx_express compare with EEVDF's in the
+# same boot? The goal is within 10%. EEVDF runs before and after, and their
+# mean is the reference, so a drift in the emulator's speed during the boot
+# does not decide the result. TCG timings are only meaningful as ratios
+# within one run, and only on an otherwise idle host: repeat it.
+#   tests/vm/run.sh bench/vm/fair-fallback.sh
 # vmtest: smp=2 timeout=240 bins=target/release/scx_express,/usr/bin/stress-ng
 # shellcheck source=../guest-lib.sh
 . /lib/vmtest/guest-lib.sh
@@ -21,5 +24,4 @@ after=$(bogo)
 eevdf=$(((before + after) / 2))
 log "stress-ng --cpu 4 bogo ops/s: EEVDF $before then $after (mean $eevdf), scx_express $express"
 [ "${eevdf:-0}" -gt 0 ] && [ "${express:-0}" -gt 0 ] || fail "could not read stress-ng's bogo ops/s"
-[ $((express * 100)) -ge $((eevdf * 90)) ] || fail "scx_express $express < 90% of EEVDF $eevdf"
-echo "ok: scx_express at $((express * 100 / eevdf))% of EEVDF's throughput (>= 90%)"
+echo "RESULT fair-fallback: scx_express at $((express * 100 / eevdf))% of EEVDF's stress-ng throughput (goal: >= 90%)"
