@@ -394,6 +394,7 @@ pub fn mark(
         "scx_express mark",
         "task classes live in a root-only BPF map",
     )?;
+    crate::preflight::require_express_running()?;
     let map = TaskMap::open_pinned(PIN_TASK_CLASS)?;
     let proc_root = Path::new("/proc");
     let tids = match (pid, tid) {
@@ -438,6 +439,7 @@ pub struct PsRow {
 /// Classified threads: those with a class source or CUDA calls seen.
 pub fn ps_rows() -> Result<Vec<PsRow>> {
     crate::preflight::require_root("scx_express ps", "task classes live in a root-only BPF map")?;
+    crate::preflight::require_express_running()?;
     let classes = TaskMap::open_pinned(PIN_TASK_CLASS)?;
     let ctxs = TaskMap::open_pinned(PIN_TASK_CTXS)?;
     let procs = MapHandle::from_pinned_path(Path::new(PIN_DIR).join(PIN_PROC_CLASS)).ok();

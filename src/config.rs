@@ -390,6 +390,30 @@ impl Config {
                 100,
                 100_000,
             ),
+            (
+                "express.irq_window_ms".to_string(),
+                self.express.irq_window_ms,
+                1,
+                10_000,
+            ),
+            (
+                "express.irq_hot_pct".to_string(),
+                self.express.irq_hot_pct,
+                1,
+                100,
+            ),
+            (
+                "express.deep_idle_us".to_string(),
+                self.express.deep_idle_us,
+                0,
+                1_000_000,
+            ),
+            (
+                "express.pm_qos_resume_latency_us".to_string(),
+                self.express.pm_qos_resume_latency_us.unwrap_or(0),
+                0,
+                1_000_000,
+            ),
         ];
         let k = &self.classify;
         checks.push((
@@ -602,6 +626,23 @@ mod tests {
         assert_eq!(
             keys,
             vec!["fair.slice_max_us", "fair.rescue_ms", "express.slice_us"]
+        );
+    }
+
+    #[test]
+    fn express_thresholds_are_range_checked() {
+        let keys = err_keys(
+            "[express]\nirq_window_ms = 0\nirq_hot_pct = 101\ndeep_idle_us = 2000000\n\
+             pm_qos_resume_latency_us = 5000000\n",
+        );
+        assert_eq!(
+            keys,
+            vec![
+                "express.irq_window_ms",
+                "express.irq_hot_pct",
+                "express.deep_idle_us",
+                "express.pm_qos_resume_latency_us"
+            ]
         );
     }
 

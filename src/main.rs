@@ -149,6 +149,8 @@ fn run_scheduler(
         "scx_express",
         "it loads BPF programs and attaches a sched_ext scheduler",
     )?;
+    // Before touching pins or the stats socket, which a running one owns.
+    preflight::require_no_scheduler()?;
 
     let metrics = stats::SharedMetrics::default();
     let _server = stats::launch_server(metrics.clone()).context("starting the stats server")?;

@@ -92,3 +92,36 @@ pub fn explain_load_error(err: anyhow::Error) -> anyhow::Error {
         .join("\n");
     err.context(format!("loading the BPF scheduler failed; check:\n{hints}"))
 }
+
+/// The ops name of the sched_ext scheduler attached now, if any.
+pub fn running_scheduler() -> Option<String> {
+    let state = std::fs::read_to_string(Path::new(SCHED_EXT_SYSFS).join("state")).ok()?;
+    if state.trim() != "enabled" {
+        return None;
+    }
+    Some(
+        std::fs::read_to_string(Path::new(SCHED_EXT_SYSFS).join("root/ops"))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "unknown".into()),
+    )
+}
+
+/// Fails if a sched_ext scheduler is already attached.
+pub fn require_no_scheduler() -> Result<()> {
+    match running_scheduler() {
+        None => Ok(()),
+        Some(ops) => bail!(
+            "a sched_ext scheduler is already running (ops {ops}); stop it first \
+             (for scx_express: systemctl stop scx_express, or SIGINT/SIGTERM)"
+        ),
+    }
+}
+
+/// Fails unless scx_express itself is the attached scheduler.
+pub fn require_express_running() -> Result<()> {
+    match running_scheduler() {
+        Some(ops) if ops.starts_with("express") => Ok(()),
+        Some(ops) => bail!("scx_express is not running (the attached scheduler is {ops})"),
+        None => bail!("scx_express is not running (no sched_ext scheduler is attached)"),
+    }
+}

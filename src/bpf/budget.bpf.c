@@ -4,9 +4,10 @@
  *
  * Per task, a token bucket in nanoseconds of CPU time: capacity is the
  * class's burst, refilled at the class's rate (parts per million of one CPU)
- * of elapsed time. Express running time is charged when the task stops. A
- * task that fakes launches to stay express takes at most burst + rate x
- * time of express CPU; without tokens it is an ordinary task.
+ * of elapsed time. Express running time is charged when the task stops,
+ * and may push the bucket into debt, which refills before the task is
+ * express again. A task that fakes launches to stay express takes at most
+ * burst + rate x time of express CPU; without tokens it is an ordinary task.
  *
  * Per class, a quota: in each period of CLASS_PERIOD_NS, the class's express
  * running time may not exceed class_quota_ns (max_share x CPUs x period),
@@ -25,8 +26,9 @@ volatile u64 class_used_ns[NR_CLASSES];
 
 static void budget_refill(struct task_ctx *tctx, u32 class, u64 now)
 {
-	u64 burst = class_burst_ns[class];
-	u64 elapsed, gain;
+	s64 burst = class_burst_ns[class];
+	s64 gain;
+	u64 elapsed;
 
 	if (!tctx->refill_ns) {
 		/* First look at this task: start with a full bucket. */
@@ -62,7 +64,7 @@ __hidden bool budget_has_tokens(struct task_ctx *tctx, u32 class, u64 now)
 	if (class >= NR_CLASSES)
 		return false;
 	budget_refill(tctx, class, now);
-	if (!tctx->tokens_ns) {
+	if (tctx->tokens_ns <= 0) {
 		lane_stat_inc(class, LANE_NO_TOKENS);
 		return false;
 	}
@@ -81,7 +83,7 @@ __hidden void budget_charge(struct task_ctx *tctx, u64 now)
 	if (!tctx->express_since_ns || time_before(now, tctx->express_since_ns))
 		return;
 	used = now - tctx->express_since_ns;
-	tctx->tokens_ns = tctx->tokens_ns > used ? tctx->tokens_ns - used : 0;
+	tctx->tokens_ns -= used;
 	tctx->express_since_ns = 0;
 	if (class < NR_CLASSES)
 		__sync_fetch_and_add(&class_used_ns[class], used);

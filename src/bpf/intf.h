@@ -106,7 +106,7 @@ struct task_ctx {
 	u32 lane_class;		/* class it was dispatched for */
 	u32 fair_dispatched;	/* last dispatched by the fair path: its vtime counts */
 	u32 __pad;
-	u64 tokens_ns;		/* token bucket level (budget.bpf.c) */
+	s64 tokens_ns;		/* token bucket level; negative: in debt (budget.bpf.c) */
 	u64 refill_ns;		/* last refill timestamp */
 	u64 express_since_ns;	/* start of the current express run, 0 if none */
 };

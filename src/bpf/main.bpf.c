@@ -161,6 +161,16 @@ void BPF_STRUCT_OPS(express_enqueue, struct task_struct *p, u64 enq_flags)
 	if (express_lane_enqueue(p, enq_flags))
 		return;
 
+	/*
+	 * Other kernel threads (RCU, workqueues) take the BPF-only fair
+	 * fallback: the userspace scheduler may itself be waiting on them, for
+	 * example in synchronize_rcu() while attaching a uprobe.
+	 */
+	if (p->flags & PF_KTHREAD) {
+		fair_enqueue_fallback(p, enq_flags);
+		return;
+	}
+
 	if (fair_enqueue_user(p, enq_flags))
 		return;
 

@@ -65,6 +65,7 @@ while IFS= read -r line; do
             done
             ;;
         env) envs+=("${items[@]}") ;;
+        tcg) hdr_tcg_thread=$val ;;
         *) die "$scenario: unknown header key '$key'" ;;
         esac
     done
@@ -126,7 +127,8 @@ for f in "${files[@]}"; do ir_args+=(--file "$f"); done
 # --- Boot ---------------------------------------------------------------
 # Host-side limit: the scenario's own limit plus room for boot and shutdown.
 host_limit=$((timeout + ${SCX_EXPRESS_BOOT_MARGIN:-60}))
-tcg_thread=${SCX_EXPRESS_TCG_THREAD:-multi}
+# The environment overrides a scenario's tcg= header; multi is the default.
+tcg_thread=${SCX_EXPRESS_TCG_THREAD:-${hdr_tcg_thread:-multi}}
 case $tcg_thread in multi | single) ;; *) die "SCX_EXPRESS_TCG_THREAD must be multi or single" ;; esac
 qemu=(qemu-system-x86_64 -accel "tcg,thread=$tcg_thread" -cpu max
     -smp "$smp" -m "$mem" -nodefaults -no-user-config -nographic
