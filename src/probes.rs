@@ -438,6 +438,9 @@ pub struct ProbeManager<L> {
     period: Duration,
     next_window: Instant,
     window_end: Option<Instant>,
+    /// Launch probes stay attached, like the others (`scx_express trace
+    /// --probe-policy full`): exact counts at the full probe cost.
+    launch_always: bool,
     counts: ProbeCounts,
 }
 
@@ -452,7 +455,16 @@ impl<L> ProbeManager<L> {
             period,
             next_window: Instant::now(),
             window_end: None,
+            launch_always: false,
             counts: ProbeCounts::default(),
+        }
+    }
+
+    /// A manager that keeps launch probes attached all the time.
+    pub fn always_on() -> Self {
+        Self {
+            launch_always: true,
+            ..Self::new(Duration::ZERO, Duration::ZERO)
         }
     }
 
@@ -467,7 +479,7 @@ impl<L> ProbeManager<L> {
         self.files.push(lib.file.clone());
         let mut attached = 0;
         for point in &lib.points {
-            if point.kind == ProbeKind::Launch {
+            if point.kind == ProbeKind::Launch && !self.launch_always {
                 self.launch_points
                     .push((lib.open_path.clone(), point.clone()));
                 continue;
@@ -487,12 +499,16 @@ impl<L> ProbeManager<L> {
             lib.dev,
             lib.ino,
             attached,
-            lib.points
-                .iter()
-                .filter(|p| p.kind == ProbeKind::Launch)
-                .count()
+            if self.launch_always {
+                0
+            } else {
+                lib.points
+                    .iter()
+                    .filter(|p| p.kind == ProbeKind::Launch)
+                    .count()
+            }
         );
-        if lib.points.iter().any(|p| p.kind == ProbeKind::Launch) {
+        if !self.launch_always && lib.points.iter().any(|p| p.kind == ProbeKind::Launch) {
             self.close_window();
             self.next_window = Instant::now();
         }
@@ -689,5 +705,36 @@ mod tests {
         m.tick(&mut a, t0 + Duration::from_millis(1001));
         assert!(m.counts().window_open);
         assert_eq!(m.counts().windows, 2);
+    }
+
+    #[test]
+    fn always_on_attaches_launch_probes_permanently() {
+        let mut a = FakeAttacher(vec![]);
+        let mut m = ProbeManager::always_on();
+        let lib = FoundLibrary {
+            dev: 1,
+            ino: 2,
+            file: std::sync::Arc::new(File::open("/proc/self/stat").unwrap()),
+            open_path: "/l".into(),
+            mapped_path: "/l".into(),
+            points: vec![
+                ProbePoint {
+                    symbol: "launch".into(),
+                    offset: 1,
+                    kind: ProbeKind::Launch,
+                },
+                ProbePoint {
+                    symbol: "sync".into(),
+                    offset: 2,
+                    kind: ProbeKind::Sync,
+                },
+            ],
+        };
+        m.add_library(&mut a, lib);
+        assert_eq!(a.0, vec!["launch", "sync"]);
+        assert_eq!(m.counts().permanent, 2);
+        m.tick(&mut a, Instant::now() + Duration::from_secs(100));
+        assert_eq!(a.0.len(), 2, "no windows");
+        assert_eq!(m.counts().windows, 0);
     }
 }
