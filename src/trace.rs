@@ -33,6 +33,8 @@ use crate::trace_report::{
 use crate::trace_skel::{TraceProgs, TraceSkelBuilder};
 
 const MS: u64 = 1_000_000;
+/// Longest wait for events; the ring buffer is read at least this often.
+const POLL: Duration = Duration::from_millis(100);
 
 /// Which launch probes `trace` attaches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -345,8 +347,16 @@ pub fn run(args: &TraceArgs, cfg: &Config, shutdown: &AtomicBool, verbose: bool)
             .map(|d| format!(" for {:.1} s", d.as_secs_f64()))
             .unwrap_or_default()
     );
+    let mut attached_ns = None;
     while !shutdown.load(Ordering::Relaxed) && duration.is_none_or(|d| started.elapsed() < d) {
-        if let Err(e) = ring.poll(Duration::from_millis(100)) {
+        // Wake up in time to open or close a launch window on schedule.
+        let now = Instant::now();
+        let wait = probes
+            .next_deadline()
+            .map(|t| t.saturating_duration_since(now))
+            .unwrap_or(POLL)
+            .min(POLL);
+        if let Err(e) = ring.poll(wait) {
             if e.kind() != libbpf_rs::ErrorKind::Interrupted {
                 return Err(e).context("polling the trace ring buffer");
             }
@@ -363,6 +373,9 @@ pub fn run(args: &TraceArgs, cfg: &Config, shutdown: &AtomicBool, verbose: bool)
                 .names
                 .insert(lib.open_path.clone(), lib.mapped_path.clone());
             probes.add_library(&mut attacher, lib);
+            if attached_ns.is_none() && probes.counts().permanent > 0 {
+                attached_ns = Some(classify::monotonic_ns());
+            }
         }
         probes.tick(&mut attacher, Instant::now());
     }
@@ -421,7 +434,11 @@ pub fn run(args: &TraceArgs, cfg: &Config, shutdown: &AtomicBool, verbose: bool)
             let comm =
                 std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).unwrap_or_default();
             let t = report::ThreadStats::from_hits(pid, tid, comm.trim_end(), launches, syncs);
-            threads.push(report::thread_row(&t, class.as_str().into(), source));
+            let mut row = report::thread_row(&t, class.as_str().into(), source);
+            // Without events nothing is known about switches or IRQs.
+            row.sched_per_1k = None;
+            row.irq_per_1k = None;
+            threads.push(row);
         }
     } else {
         for t in sink.analyzer.threads.values() {
@@ -522,6 +539,7 @@ pub fn run(args: &TraceArgs, cfg: &Config, shutdown: &AtomicBool, verbose: bool)
         pid_filter: args.pid,
         start_ns,
         end_ns,
+        probes_attached_ns: attached_ns,
         libraries: counts.libraries,
         probe_points: points.borrow().len() as u64,
         launch_windows: counts.windows,

@@ -763,6 +763,8 @@ pub struct Report {
     pub pid_filter: Option<i32>,
     pub start_ns: u64,
     pub end_ns: u64,
+    /// When the first probe was attached (CLOCK_MONOTONIC ns).
+    pub probes_attached_ns: Option<u64>,
     pub libraries: u64,
     pub probe_points: u64,
     pub launch_windows: u64,
@@ -844,7 +846,11 @@ pub fn render(r: &Report) -> String {
             opt(t.detect_ms, 1),
         );
     }
-    let launchers: Vec<_> = r.threads.iter().filter(|t| t.launches > 1).collect();
+    let launchers: Vec<_> = r
+        .threads
+        .iter()
+        .filter(|t| r.events && t.launches > 1)
+        .collect();
     if !launchers.is_empty() {
         let _ = writeln!(
             s,
@@ -1217,6 +1223,7 @@ mod tests {
             pid_filter: None,
             start_ns: 0,
             end_ns: 1,
+            probes_attached_ns: None,
             libraries: 1,
             probe_points: 2,
             launch_windows: 0,
