@@ -210,6 +210,19 @@ fn sum_percpu_totals(map: &dyn MapCore, key: u32) -> (u64, u64) {
         .fold((0, 0), |(c, n), t| (c + t.count, n + t.ns))
 }
 
+/// Records when a launch window opened or closed (CLOCK_MONOTONIC ns).
+fn note_window(windows: &mut Vec<[u64; 2]>, was_open: bool, open: bool) {
+    match (was_open, open) {
+        (false, true) => windows.push([classify::monotonic_ns(), 0]),
+        (true, false) => {
+            if let Some(w) = windows.last_mut() {
+                w[1] = classify::monotonic_ns();
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Runs `scx_express trace` until `--duration` or `shutdown`.
 pub fn run(args: &TraceArgs, cfg: &Config, shutdown: &AtomicBool, verbose: bool) -> Result<()> {
     crate::preflight::require_root("scx_express trace", "it loads BPF programs")?;
@@ -348,6 +361,7 @@ pub fn run(args: &TraceArgs, cfg: &Config, shutdown: &AtomicBool, verbose: bool)
             .unwrap_or_default()
     );
     let mut attached_ns = None;
+    let mut windows: Vec<[u64; 2]> = Vec::new();
     while !shutdown.load(Ordering::Relaxed) && duration.is_none_or(|d| started.elapsed() < d) {
         // Wake up in time to open or close a launch window on schedule.
         let now = Instant::now();
@@ -372,14 +386,21 @@ pub fn run(args: &TraceArgs, cfg: &Config, shutdown: &AtomicBool, verbose: bool)
             attacher
                 .names
                 .insert(lib.open_path.clone(), lib.mapped_path.clone());
+            let was_open = probes.counts().window_open;
             probes.add_library(&mut attacher, lib);
+            note_window(&mut windows, was_open, probes.counts().window_open);
             if attached_ns.is_none() && probes.counts().permanent > 0 {
                 attached_ns = Some(classify::monotonic_ns());
             }
         }
+        let was_open = probes.counts().window_open;
         probes.tick(&mut attacher, Instant::now());
+        note_window(&mut windows, was_open, probes.counts().window_open);
     }
     let end_ns = classify::monotonic_ns();
+    if let Some(w) = windows.last_mut().filter(|w| w[1] == 0) {
+        w[1] = end_ns;
+    }
     let counts = probes.counts();
     // Detach, then drain what is left.
     drop(probes);
@@ -543,6 +564,7 @@ pub fn run(args: &TraceArgs, cfg: &Config, shutdown: &AtomicBool, verbose: bool)
         libraries: counts.libraries,
         probe_points: points.borrow().len() as u64,
         launch_windows: counts.windows,
+        launch_windows_ns: windows,
         lost_events: lost,
         threads,
         points: point_rows,

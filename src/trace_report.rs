@@ -768,6 +768,8 @@ pub struct Report {
     pub libraries: u64,
     pub probe_points: u64,
     pub launch_windows: u64,
+    /// Each launch window: [opened, closed] (CLOCK_MONOTONIC ns).
+    pub launch_windows_ns: Vec<[u64; 2]>,
     pub lost_events: u64,
     pub threads: Vec<ThreadRow>,
     pub points: Vec<PointRow>,
@@ -1227,6 +1229,7 @@ mod tests {
             libraries: 1,
             probe_points: 2,
             launch_windows: 0,
+            launch_windows_ns: vec![],
             lost_events: 0,
             threads: vec![thread_row(&a.threads[&7], "gpu".into(), "cuda".into())],
             points: vec![],
