@@ -116,7 +116,9 @@ enum Command {
     /// prints, per thread that made CUDA calls: the class the scheduler would
     /// give it, launches, syncs, context switches (voluntary/involuntary),
     /// off-CPU time, context switches and IRQs per 1,000 launches, and the
-    /// detection latency of the scheduler's probe policy; then the median gap
+    /// detection latency of the scheduler's probe policy (replayed from the
+    /// first CUDA call with the full policy; with the scheduler policy, the
+    /// JSON report's classified_ns); then the median gap
     /// between consecutive launches with and without a context switch in
     /// between (the difference is the preemption penalty), probe hits per
     /// entry point, and IRQ counts and time by IRQ and softirq vector. The
