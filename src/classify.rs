@@ -36,7 +36,7 @@ pub enum Source {
 }
 
 impl Source {
-    fn from_raw(v: u32) -> Source {
+    pub fn from_raw(v: u32) -> Source {
         match v {
             bpf_intf::class_source_SRC_PROBE => Source::Probe,
             bpf_intf::class_source_SRC_MARKER => Source::Marker,
@@ -108,7 +108,7 @@ pub fn empty_class_info() -> task_class_info {
     unsafe { std::mem::zeroed() }
 }
 
-fn read_pod<T: Copy>(bytes: &[u8]) -> Option<T> {
+pub fn read_pod<T: Copy>(bytes: &[u8]) -> Option<T> {
     (bytes.len() >= size_of::<T>())
         .then(|| unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const T) })
 }

@@ -17,6 +17,9 @@ mod preflight;
 mod probes;
 mod scheduler;
 mod stats;
+mod trace;
+mod trace_report;
+mod trace_skel;
 
 use std::mem::MaybeUninit;
 use std::path::PathBuf;
@@ -106,6 +109,22 @@ enum Command {
     /// List classified threads: TID, PID, COMM, CLASS, where the class came
     /// from, CUDA launches and syncs seen, and express tokens left (root only).
     Ps,
+    /// Trace CUDA launchers without a scheduler (works without sched_ext).
+    ///
+    /// Loads the scheduler's CUDA and marker probes, plus the sched_switch and
+    /// hard/soft IRQ tracepoints, and attaches no scheduler. At the end it
+    /// prints, per thread that made CUDA calls: the class the scheduler would
+    /// give it, launches, syncs, context switches (voluntary/involuntary),
+    /// off-CPU time, context switches and IRQs per 1,000 launches, and the
+    /// detection latency of the scheduler's probe policy (replayed from the
+    /// first CUDA call with the full policy; with the scheduler policy, the
+    /// JSON report's classified_ns); then the median gap
+    /// between consecutive launches with and without a context switch in
+    /// between (the difference is the preemption penalty), probe hits per
+    /// entry point, and IRQ counts and time by IRQ and softirq vector. The
+    /// IRQ tracepoints see device IRQs only, not the local timer or IPIs.
+    /// Needs root, BTF and uprobes.
+    Trace(trace::TraceArgs),
 }
 
 fn init_logging(verbose: bool) {
@@ -219,7 +238,8 @@ fn real_main(cli: Cli) -> Result<()> {
             classify::print_ps(&classify::ps_rows()?);
             return Ok(());
         }
-        None => {}
+        // Needs the config and the signal handler, below.
+        Some(Command::Trace(_)) | None => {}
     }
 
     let source = match &cli.config {
@@ -239,6 +259,10 @@ fn real_main(cli: Cli) -> Result<()> {
         .context("installing the SIGTERM handler")?;
     signal_hook::flag::register(signal_hook::consts::SIGHUP, reload.clone())
         .context("installing the SIGHUP handler")?;
+
+    if let Some(Command::Trace(args)) = &cli.command {
+        return trace::run(args, &cfg, &shutdown, cli.verbose);
+    }
 
     if let Some(v) = cli.monitor {
         let interval = secs(v, "--monitor")?;

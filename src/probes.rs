@@ -426,9 +426,29 @@ pub struct ProbeCounts {
     pub windows: u64,
 }
 
+/// Detaches uprobes all at once, each on a thread of its own. Removing a
+/// uprobe waits for an RCU grace period: about 100 ms each on the GPU host
+/// and on 6.18 here, one after another when done in a loop, so closing a
+/// 14-probe launch window that way left probes attached for up to 1.4 s
+/// more (at the full probe cost) and blocked the caller as long.
+fn detach_all<L: Send>(links: Vec<L>) {
+    if links.len() <= 1 {
+        return;
+    }
+    std::thread::scope(|s| {
+        for l in links {
+            // If no thread can be made, the closure (and the link) is
+            // dropped here, in turn.
+            let _ = std::thread::Builder::new()
+                .name("express-unprobe".into())
+                .spawn_scoped(s, move || drop(l));
+        }
+    });
+}
+
 /// Owns the uprobe links: permanent ones (sync, markers) and the launch
 /// probes of the current window.
-pub struct ProbeManager<L> {
+pub struct ProbeManager<L: Send + 'static> {
     /// Libraries held open: their /proc/self/fd paths must stay valid.
     files: Vec<std::sync::Arc<File>>,
     launch_points: Vec<(PathBuf, ProbePoint)>,
@@ -438,10 +458,28 @@ pub struct ProbeManager<L> {
     period: Duration,
     next_window: Instant,
     window_end: Option<Instant>,
+    /// Launch probes stay attached, like the others (`scx_express trace
+    /// --probe-policy full`): exact counts at the full probe cost.
+    launch_always: bool,
+    /// Closed windows go to a thread that detaches them (`detach_all`), so
+    /// the caller (the scheduler's loop) never waits on it.
+    reaper: Option<(std::sync::mpsc::Sender<Vec<L>>, std::thread::JoinHandle<()>)>,
     counts: ProbeCounts,
 }
 
-impl<L> ProbeManager<L> {
+impl<L: Send + 'static> Drop for ProbeManager<L> {
+    fn drop(&mut self) {
+        let mut all = std::mem::take(&mut self.permanent);
+        all.append(&mut self.window);
+        detach_all(all);
+        if let Some((tx, thread)) = self.reaper.take() {
+            drop(tx);
+            let _ = thread.join();
+        }
+    }
+}
+
+impl<L: Send + 'static> ProbeManager<L> {
     pub fn new(window_len: Duration, period: Duration) -> Self {
         Self {
             files: Vec::new(),
@@ -452,8 +490,17 @@ impl<L> ProbeManager<L> {
             period,
             next_window: Instant::now(),
             window_end: None,
+            launch_always: false,
+            reaper: None,
             counts: ProbeCounts::default(),
         }
+    }
+
+    /// A manager that keeps launch probes attached all the time.
+    pub fn always_on() -> Self {
+        let mut m = Self::new(Duration::ZERO, Duration::ZERO);
+        m.launch_always = true;
+        m
     }
 
     pub fn counts(&self) -> ProbeCounts {
@@ -467,7 +514,7 @@ impl<L> ProbeManager<L> {
         self.files.push(lib.file.clone());
         let mut attached = 0;
         for point in &lib.points {
-            if point.kind == ProbeKind::Launch {
+            if point.kind == ProbeKind::Launch && !self.launch_always {
                 self.launch_points
                     .push((lib.open_path.clone(), point.clone()));
                 continue;
@@ -487,21 +534,57 @@ impl<L> ProbeManager<L> {
             lib.dev,
             lib.ino,
             attached,
-            lib.points
-                .iter()
-                .filter(|p| p.kind == ProbeKind::Launch)
-                .count()
+            if self.launch_always {
+                0
+            } else {
+                lib.points
+                    .iter()
+                    .filter(|p| p.kind == ProbeKind::Launch)
+                    .count()
+            }
         );
-        if lib.points.iter().any(|p| p.kind == ProbeKind::Launch) {
+        if !self.launch_always && lib.points.iter().any(|p| p.kind == ProbeKind::Launch) {
             self.close_window();
             self.next_window = Instant::now();
         }
     }
 
     fn close_window(&mut self) {
-        self.window.clear();
+        let links = std::mem::take(&mut self.window);
+        if !links.is_empty() {
+            debug!("launch window closed: detaching {} probes", links.len());
+            if self.reaper.is_none() {
+                let (tx, rx) = std::sync::mpsc::channel::<Vec<L>>();
+                let spawned = std::thread::Builder::new()
+                    .name("express-unprobe".into())
+                    .spawn(move || {
+                        while let Ok(links) = rx.recv() {
+                            detach_all(links);
+                        }
+                    });
+                if let Ok(thread) = spawned {
+                    self.reaper = Some((tx, thread));
+                }
+            }
+            match &self.reaper {
+                Some((tx, _)) => {
+                    if let Err(e) = tx.send(links) {
+                        detach_all(e.0);
+                    }
+                }
+                None => detach_all(links),
+            }
+        }
         self.window_end = None;
         self.counts.window_open = false;
+    }
+
+    /// When `tick` next has something to do (a window to open or close).
+    pub fn next_deadline(&self) -> Option<Instant> {
+        if self.launch_always || self.launch_points.is_empty() {
+            return None;
+        }
+        Some(self.window_end.unwrap_or(self.next_window))
     }
 
     /// Opens or closes the launch window as time passes.
@@ -509,7 +592,6 @@ impl<L> ProbeManager<L> {
         if let Some(end) = self.window_end {
             if now >= end {
                 self.close_window();
-                debug!("launch window closed");
             }
             return;
         }
@@ -526,7 +608,11 @@ impl<L> ProbeManager<L> {
         self.next_window = now + self.period;
         self.counts.window_open = true;
         self.counts.windows += 1;
-        debug!("launch window open ({} probes)", self.window.len());
+        debug!(
+            "launch window open: {} probes attached in {:?}",
+            self.window.len(),
+            now.elapsed()
+        );
     }
 }
 
@@ -689,5 +775,97 @@ mod tests {
         m.tick(&mut a, t0 + Duration::from_millis(1001));
         assert!(m.counts().window_open);
         assert_eq!(m.counts().windows, 2);
+    }
+
+    #[test]
+    fn always_on_attaches_launch_probes_permanently() {
+        let mut a = FakeAttacher(vec![]);
+        let mut m = ProbeManager::always_on();
+        let lib = FoundLibrary {
+            dev: 1,
+            ino: 2,
+            file: std::sync::Arc::new(File::open("/proc/self/stat").unwrap()),
+            open_path: "/l".into(),
+            mapped_path: "/l".into(),
+            points: vec![
+                ProbePoint {
+                    symbol: "launch".into(),
+                    offset: 1,
+                    kind: ProbeKind::Launch,
+                },
+                ProbePoint {
+                    symbol: "sync".into(),
+                    offset: 2,
+                    kind: ProbeKind::Sync,
+                },
+            ],
+        };
+        m.add_library(&mut a, lib);
+        assert_eq!(a.0, vec!["launch", "sync"]);
+        assert_eq!(m.counts().permanent, 2);
+        m.tick(&mut a, Instant::now() + Duration::from_secs(100));
+        assert_eq!(a.0.len(), 2, "no windows");
+        assert_eq!(m.counts().windows, 0);
+    }
+
+    /// A link whose detach takes a while, like a real uprobe's.
+    struct SlowLink(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+    impl Drop for SlowLink {
+        fn drop(&mut self) {
+            std::thread::sleep(Duration::from_millis(100));
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    struct SlowAttacher(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+    impl Attacher for SlowAttacher {
+        type Link = SlowLink;
+        fn attach(&mut self, _: &Path, _: &ProbePoint) -> Result<SlowLink> {
+            Ok(SlowLink(self.0.clone()))
+        }
+    }
+
+    #[test]
+    fn windows_close_without_waiting_and_detach_in_parallel() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let dropped = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut a = SlowAttacher(dropped.clone());
+        let mut m = ProbeManager::new(Duration::from_millis(10), Duration::from_secs(60));
+        let points = (0..10)
+            .map(|i| ProbePoint {
+                symbol: format!("launch{i}"),
+                offset: i,
+                kind: ProbeKind::Launch,
+            })
+            .collect();
+        m.add_library(
+            &mut a,
+            FoundLibrary {
+                dev: 1,
+                ino: 2,
+                file: std::sync::Arc::new(File::open("/proc/self/stat").unwrap()),
+                open_path: "/l".into(),
+                mapped_path: "/l".into(),
+                points,
+            },
+        );
+        let t0 = Instant::now();
+        m.tick(&mut a, t0);
+        assert_eq!(m.window.len(), 10);
+        assert_eq!(m.next_deadline(), Some(t0 + Duration::from_millis(10)));
+        let t = Instant::now();
+        m.tick(&mut a, t0 + Duration::from_millis(20));
+        assert!(t.elapsed() < Duration::from_millis(50), "close waited");
+        assert!(m.window.is_empty());
+        drop(m);
+        assert_eq!(
+            dropped.load(SeqCst),
+            10,
+            "all detached when the manager goes"
+        );
+        assert!(
+            t.elapsed() < Duration::from_millis(600),
+            "detached one after another: {:?}",
+            t.elapsed()
+        );
     }
 }

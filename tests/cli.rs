@@ -65,6 +65,31 @@ fn help_documents_every_flag() {
 }
 
 #[test]
+fn trace_help_documents_its_flags() {
+    let out = bin().args(["trace", "--help"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let help = text(&out);
+    for flag in [
+        "--duration",
+        "--csv",
+        "--json",
+        "--pid",
+        "--probe-policy",
+        "--no-events",
+        "--config",
+        "device IRQs only",
+    ] {
+        assert!(help.contains(flag), "trace --help lacks {flag}:\n{help}");
+    }
+    let out = bin()
+        .args(["trace", "--probe-policy", "sometimes"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(text(&out).contains("full"), "{}", text(&out));
+}
+
+#[test]
 fn check_config_accepts_shipped_configs() {
     for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/configs")).unwrap() {
         let path = entry.unwrap().path();

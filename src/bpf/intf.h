@@ -154,4 +154,7 @@ struct inflight_slot {
 	u32 __pad;
 };
 
+/* `scx_express trace` (trace.bpf.c). */
+#include "trace_intf.h"
+
 #endif /* __EXPRESS_INTF_H */
