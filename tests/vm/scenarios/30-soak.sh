@@ -1,0 +1,128 @@
+#!/bin/sh
+# Soak: the scx CI's own stress load, `stress-ng --aggressive -M -c N -f N
+# --affinity-pin` (N = vCPUs; bookworm's stress-ng 0.15 accepts every one of
+# these flags; --affinity-pin only changes the affinity stressor, which this
+# command line does not start, so it is a no-op kept to match the CI), runs
+# for SOAK_SECS (default 60) while a GPU stand-in (`decode`, classified gpu
+# by its CUDA calls) and an agent stand-in (`agent`, whose agent-loop thread
+# a comm rule makes agent) run beside it. Every 10 s (or as soon as the
+# scenario's shell gets the CPU again) and at the end: the
+# scheduler process is alive, sched_ext is enabled with ops express*, it was
+# never ejected (enable_seq unchanged, so not even an ejection that the
+# restart loop hid), dmesg has no `runnable task stall` or sched_ext
+# error/disabled line, and both stand-ins made progress in that interval
+# (their threads' CPU time grew). At the end both report work done (at
+# least 1 token and 1 agent step per soak second) and stress-ng succeeded.
+# The 10-minute version: scripts/soak.sh [MINUTES] (SOAK_SECS through
+# run.sh --env).
+# vmtest: smp=2 timeout=300 bins=target/release/scx_express,/usr/bin/stress-ng
+# vmtest: files=workloads/build:/opt/w
+# shellcheck source=../guest-lib.sh
+. /lib/vmtest/guest-lib.sh
+
+SOAK_SECS=${SOAK_SECS:-60}
+N=$VMTEST_SMP
+INTERVAL=10
+
+enable_seq() {
+    if [ -r "$SCX_SYSFS/enable_seq" ]; then
+        cat "$SCX_SYSFS/enable_seq"
+    else
+        dmesg | grep -c 'sched_ext: BPF scheduler ".*" enabled'
+    fi
+}
+fail_with_logs() {
+    scx_express ps 2>&1 | head -n 20
+    tail -n 30 /tmp/scx.log
+    dmesg | grep -E 'sched_ext|stall|oom|Out of memory' | tail -n 20
+    fail "$@"
+}
+# healthy WHEN: the scheduler runs, attached, never ejected, no stall.
+healthy() {
+    kill -0 "$scx" 2>/dev/null || fail_with_logs "$1: scx_express is gone"
+    sched_state_is enabled || fail_with_logs "$1: sched_ext state is $(sched_state)"
+    case "$(sched_ops_name)" in
+    express*) ;;
+    *) fail_with_logs "$1: ops are '$(sched_ops_name)', not express*" ;;
+    esac
+    [ "$(enable_seq)" = "$seq0" ] ||
+        fail_with_logs "$1: the scheduler was ejected (enable_seq $seq0 -> $(enable_seq))"
+    if dmesg_has 'runnable task stall|sched_ext: .*(error|disabled)'; then
+        fail_with_logs "$1: the kernel reported a stall or a sched_ext error"
+    fi
+}
+# thread_cputime TID: CPU ticks of one thread (its /proc/TID/stat).
+thread_cputime() { task_cputime "$1" || echo -1; }
+
+cat >/tmp/soak.toml <<'TOML'
+[[classify.rules]]
+class = "agent"
+comm = "agent-loop"
+TOML
+scx_express --config /tmp/soak.toml --stats "$INTERVAL" >/tmp/scx.log 2>&1 &
+scx=$!
+wait_sched_state enabled 90 || { cat /tmp/scx.log; fail "scheduler did not attach"; }
+seq0=$(enable_seq)
+log "attached: ops $(sched_ops_name), enable_seq $seq0; soak ${SOAK_SECS}s on $N vCPUs"
+
+# Stand-ins run a little longer than the load, so they see all of it.
+run_s=$((SOAK_SECS + 5))
+/opt/w/decode --duration "$run_s" >/tmp/decode.out 2>&1 &
+dec=$!
+/opt/w/agent --duration "$run_s" >/tmp/agent.out 2>&1 &
+agt=$!
+wait_until 10 grep -q '^launcher_tid=' /tmp/decode.out || fail "decode did not start"
+wait_until 10 grep -q '^agent_tid=' /tmp/agent.out || fail "agent did not start"
+ltid=$(sed -n 's/^launcher_tid=//p' /tmp/decode.out | head -n 1)
+atid=$(sed -n 's/^agent_tid=//p' /tmp/agent.out | head -n 1)
+log "decode launcher $ltid, agent loop $atid"
+sleep 2
+scx_express ps | grep -E "^ *(TID|$ltid|$atid) " || true
+
+log "stress-ng --aggressive -M -c $N -f $N --affinity-pin --timeout ${SOAK_SECS}s"
+stress-ng --aggressive -M -c "$N" -f "$N" --affinity-pin --timeout "${SOAK_SECS}s" \
+    >/tmp/stress.log 2>&1 &
+stress=$!
+
+l0=$(thread_cputime "$ltid")
+g0=$(thread_cputime "$atid")
+start=$(uptime_cs)
+while kill -0 "$stress" 2>/dev/null; do
+    sleep "$INTERVAL"
+    kill -0 "$stress" 2>/dev/null || break
+    t=$((($(uptime_cs) - start) / 100))
+    l1=$(thread_cputime "$ltid")
+    g1=$(thread_cputime "$atid")
+    log "t=${t}s: launcher +$((l1 - l0)) ticks, agent loop +$((g1 - g0)) ticks"
+    healthy "t=${t}s"
+    [ "$l1" -gt "$l0" ] || fail_with_logs "t=${t}s: the decode launcher made no progress since the last check"
+    [ "$g1" -gt "$g0" ] || fail_with_logs "t=${t}s: the agent loop made no progress since the last check"
+    l0=$l1 g0=$g1
+    [ "$t" -le $((SOAK_SECS + 120)) ] || fail_with_logs "stress-ng still runs ${t}s after a ${SOAK_SECS}s timeout"
+done
+wait "$stress"
+rc=$?
+grep -E 'metrc|info|fail|error' /tmp/stress.log | tail -n 8
+[ "$rc" = 0 ] || fail_with_logs "stress-ng exited $rc"
+echo "ok: stress-ng --aggressive ran ${SOAK_SECS}s and succeeded"
+
+wait "$dec" || fail_with_logs "decode exited $?"
+wait "$agt" || fail_with_logs "agent exited $?"
+tokens=$(sed -n 's/^tokens=//p' /tmp/decode.out)
+steps=$(sed -n 's/^steps=//p' /tmp/agent.out)
+log "decode: tokens=$tokens tok/s=$(sed -n 's/^tok_per_s=//p' /tmp/decode.out) p99_us=$(sed -n 's/^p99_us=//p' /tmp/decode.out)"
+log "agent: steps=$steps steps/s=$(sed -n 's/^steps_per_s=//p' /tmp/agent.out) tail_p99_us=$(sed -n 's/^tail_p99_us=//p' /tmp/agent.out)"
+[ "${tokens:-0}" -ge "$SOAK_SECS" ] || fail_with_logs "decode did only ${tokens:-0} tokens in ${run_s}s"
+[ "${steps:-0}" -ge "$SOAK_SECS" ] || fail_with_logs "agent did only ${steps:-0} steps in ${run_s}s"
+echo "ok: the stand-ins made progress (decode $tokens tokens, agent $steps steps)"
+
+healthy "end"
+echo "ok: no ejection, no stall, scheduler attached and alive after ${SOAK_SECS}s"
+grep -E '^\[' /tmp/scx.log | tail -n 4
+
+kill -INT "$scx"
+wait "$scx"
+rc=$?
+[ "$rc" = 0 ] || fail "scx_express exited $rc after SIGINT, expected 0"
+wait_sched_state disabled 10 || fail "state did not return to disabled"
+echo "ok: detached cleanly"

@@ -1,0 +1,83 @@
+#!/bin/sh
+# A second `scx_express` started while one runs (a double start by an
+# operator, a unit and a DaemonSet on the same node, a restart racing the
+# old process) must fail promptly with a clear message and leave the
+# running one intact: still attached with the same pid, enable_seq
+# unchanged, its pins under /sys/fs/bpf/scx_express still in place (same
+# inodes) so `ps` and `mark` keep working, and `--monitor` still reaching
+# its stats server. The running one then detaches cleanly.
+# vmtest: smp=2 timeout=180 bins=target/release/scx_express
+# shellcheck source=../guest-lib.sh
+. /lib/vmtest/guest-lib.sh
+
+PINS=/sys/fs/bpf/scx_express
+
+enable_seq() {
+    if [ -r "$SCX_SYSFS/enable_seq" ]; then
+        cat "$SCX_SYSFS/enable_seq"
+    else
+        dmesg | grep -c 'sched_ext: BPF scheduler ".*" enabled'
+    fi
+}
+# monitor_ok: `--monitor` prints at least one stats line within 6 s.
+monitor_ok() {
+    timeout 6 scx_express --monitor 1 >/tmp/monitor.out 2>&1
+    grep -qE '^\[(fair|express)\]' /tmp/monitor.out
+}
+
+scx_express >/tmp/scx1.log 2>&1 &
+scx=$!
+wait_sched_state enabled 90 || { cat /tmp/scx1.log; fail "scheduler did not attach"; }
+log "first instance attached: ops $(sched_ops_name)"
+pins_before=$(ls -i "$PINS" | sort)
+check "--monitor reaches the first instance" monitor_ok
+seq1=$(enable_seq)
+
+timeout 60 scx_express >/tmp/dup.log 2>&1
+rc=$?
+cat /tmp/dup.log
+log "second instance: rc=$rc"
+[ "$rc" != 0 ] || fail "a second instance exited 0"
+[ "$rc" != 124 ] || fail "a second instance did not exit within 60 s"
+grep -qiE 'already|another sched_ext scheduler' /tmp/dup.log ||
+    fail "the second instance's error does not say a scheduler is already running"
+echo "ok: a second instance fails with a clear message (rc=$rc)"
+
+# Every check below runs, so one boot reports everything that broke.
+errors=0
+bad() { echo "FAIL: $*"; errors=$((errors + 1)); }
+# expect OK_MSG BAD_MSG CMD...: "ok: OK_MSG" if CMD succeeds, else a failure
+# counted in $errors (every check runs; the scenario fails at the end).
+expect() {
+    _okm=$1 _badm=$2
+    shift 2
+    if "$@"; then echo "ok: $_okm"; else bad "$_badm"; fi
+}
+expect "first instance still attached" \
+    "state is $(sched_state)" \
+    sched_state_is enabled
+expect "first instance alive" \
+    "first instance died" \
+    kill -0 "$scx"
+expect "enable_seq unchanged" \
+    "enable_seq moved: the second instance replaced the first" \
+    [ "$(enable_seq)" = "$seq1" ]
+pins_after=$(ls -i "$PINS" 2>&1 | sort)
+if [ "$pins_after" = "$pins_before" ]; then
+    echo "ok: the first instance's pins are untouched"
+else
+    echo "pins before: $pins_before" | tr '\n' ' '; echo
+    echo "pins after:  $pins_after" | tr '\n' ' '; echo
+    bad "the second instance removed or replaced the first instance's pins"
+fi
+if scx_express ps >/tmp/ps.out 2>&1; then echo "ok: ps still works"; else
+    cat /tmp/ps.out; bad "ps fails after the second instance"; fi
+if monitor_ok; then echo "ok: --monitor still reaches the first instance"; else
+    cat /tmp/monitor.out; bad "--monitor no longer reaches the first instance"; fi
+[ "$errors" = 0 ] || fail "$errors check(s) failed after a second instance"
+
+kill -INT "$scx"
+wait "$scx" || fail "scx_express exited $? after SIGINT"
+wait_sched_state disabled 10 || fail "state did not return to disabled"
+[ ! -e "$PINS" ] || fail "pins left behind after a clean exit"
+echo "ok: detached cleanly"
