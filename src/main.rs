@@ -129,7 +129,7 @@ enum Command {
     /// A/B benchmark in QEMU VMs: scx_express against EEVDF, nice, FIFO and
     /// peer sched_ext schedulers, under stress-ng, iperf3 and fio noise.
     /// Writes results.json, report.md and PNG plots.
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
 }
 
 fn init_logging(verbose: bool) {

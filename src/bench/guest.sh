@@ -86,12 +86,15 @@ if [ -n "${VMTEST_DISK:-}" ] && [ -b "$VMTEST_DISK" ]; then disk_kind=nvme; fi
 export_file /tmp/info.txt "info-$S.txt"
 
 # --- Helpers ----------------------------------------------------------------
-# wrap CMD...: run a workload the way this "scheduler" treats it.
+# wrap CMD...: run a workload the way this "scheduler" treats it, killed
+# if it runs far past its duration (under chrt -f, a process's CPU-bound
+# helper threads can starve its own launcher for good).
+lim=$((2 * D + 10))
 wrap() {
     case $S in
-    eevdf-nice) taskset -c "$nice_cpus" nice -n -10 "$@" ;;
-    eevdf-fifo) chrt -f 10 "$@" ;;
-    *) "$@" ;;
+    eevdf-nice) timeout -s KILL "$lim" taskset -c "$nice_cpus" nice -n -10 "$@" ;;
+    eevdf-fifo) timeout -s KILL "$lim" chrt -f 10 "$@" ;;
+    *) timeout -s KILL "$lim" "$@" ;;
     esac
 }
 
@@ -269,7 +272,7 @@ for r in $(seq "$BENCH_REPEAT_FROM" "$BENCH_REPEAT_TO"); do
             [ "$wrc" = 0 ] || bad=$((bad + 1))
             {
                 echo "@@bench sched=$S scenario=$c workload=$w repeat=$r"
-                echo "@@meta rc=$wrc wall_cs=$((t1 - t0)) sched_ticks=$((k1 - k0)) state=$state disk=$disk_kind duration_s=$D"
+                echo "@@meta rc=$wrc limit_s=$lim wall_cs=$((t1 - t0)) sched_ticks=$((k1 - k0)) state=$state disk=$disk_kind duration_s=$D"
                 for f in "$d"/*; do
                     [ -f "$f" ] || continue
                     echo "@@file ${f##*/}"

@@ -198,6 +198,10 @@ pub struct Plan {
     pub express_config: String,
     /// The command line that made this plan.
     pub command: String,
+    /// `git describe --always --dirty` of the repository the bench ran
+    /// from: which scx_express was measured.
+    #[serde(default)]
+    pub source_version: String,
 }
 
 impl Plan {
@@ -236,6 +240,7 @@ impl Plan {
             disk: "1G".into(),
             express_config: express_config.display().to_string(),
             command,
+            source_version: String::new(),
         };
         plan.normalize();
         plan.validate()?;
@@ -355,7 +360,13 @@ pub fn main(args: &BenchArgs, config: Option<&Path>) -> Result<()> {
     }
 
     if let Some(dir) = &args.from_logs {
-        let plan: Plan = read_json(&dir.join("plan.json"))?;
+        let mut plan: Plan = read_json(&dir.join("plan.json"))?;
+        // --schedulers picks some of the run's schedulers for the report.
+        if let Some(s) = &args.schedulers {
+            plan.schedulers.retain(|x| s.contains(x));
+            plan.validate()?;
+        }
+        plan.command = format!("{}, then: {}", plan.command, command_line());
         let out = args.out.clone().unwrap_or_else(|| dir.to_path_buf());
         return finish(&plan, dir, &out);
     }
@@ -368,11 +379,13 @@ pub fn main(args: &BenchArgs, config: Option<&Path>) -> Result<()> {
     if !express_config.is_file() {
         bail!("express config {} not found", express_config.display());
     }
-    let command = std::iter::once("scx_express".to_string())
-        .chain(std::env::args().skip(1))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let plan = Plan::from_args(args, &express_config, command)?;
+    // Shown relative to the repository when it is inside it.
+    let shown = express_config
+        .strip_prefix(&repo)
+        .unwrap_or(&express_config)
+        .to_path_buf();
+    let mut plan = Plan::from_args(args, &shown, command_line())?;
+    plan.source_version = git_describe(&repo);
     let peers_dir = args
         .peers_dir
         .clone()
@@ -396,6 +409,27 @@ pub fn main(args: &BenchArgs, config: Option<&Path>) -> Result<()> {
     ctx.run_local(&logs)?;
     eprintln!("bench: VMs done in {:.0} s", t0.elapsed().as_secs_f64());
     finish(&plan, &logs, &out)
+}
+
+/// `git describe --always --dirty` of the repository, or "unknown".
+fn git_describe(repo: &Path) -> String {
+    std::process::Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["describe", "--always", "--dirty"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// This command line, as `scx_express ARGS`.
+fn command_line() -> String {
+    std::iter::once("scx_express".to_string())
+        .chain(std::env::args().skip(1))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Parses the console logs in `logs`, writes results.json, report.md and

@@ -303,7 +303,13 @@ pub fn measure(cell: &RawCell) -> Measured {
         .map(String::as_str)
         .unwrap_or("");
 
-    if cell.meta.get("rc").map(String::as_str) != Some("0") {
+    let rc = cell.meta.get("rc").map(String::as_str);
+    if rc == Some("137") {
+        r.errors.push(format!(
+            "the workload did not finish within {} s and was killed",
+            cell.meta.get("limit_s").map(String::as_str).unwrap_or("?")
+        ));
+    } else if rc != Some("0") {
         r.errors.push(format!(
             "workload exited rc={}: {}",
             cell.meta.get("rc").map(String::as_str).unwrap_or("?"),

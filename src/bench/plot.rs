@@ -260,7 +260,8 @@ fn tail_cdf(r: &Results, path: &Path, title: &str) -> Result<()> {
         BitMapBackend::new(path, (620 * cols as u32, 70 + 480 * rows as u32)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let root = root.titled(title, font(26.0)).map_err(err)?;
-    let curves: Vec<(Scenario, Sched, Vec<(f64, f64)>)> = scens
+    type Curve = (Scenario, Sched, Vec<(f64, f64)>);
+    let curves: Vec<Curve> = scens
         .iter()
         .flat_map(|&c| p.schedulers.iter().map(move |&s| (c, s)))
         .map(|(c, s)| (c, s, pooled_cdf(r, s, c)))
@@ -279,7 +280,7 @@ fn tail_cdf(r: &Results, path: &Path, title: &str) -> Result<()> {
         .iter()
         .flat_map(|c| c.2.iter().map(|p| p.1))
         .fold(0.0, f64::max);
-    if !(hi > lo) {
+    if hi.partial_cmp(&lo) != Some(std::cmp::Ordering::Greater) {
         bail!("degenerate tail latencies ({lo}..{hi} µs)");
     }
     let ytop = curves
@@ -343,7 +344,7 @@ fn tail_cdf(r: &Results, path: &Path, title: &str) -> Result<()> {
         }
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
+            .position(SeriesLabelPosition::UpperLeft)
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
             .label_font(font(14.0))

@@ -478,6 +478,9 @@ pub fn markdown(r: &Results, plots: &[(String, String)]) -> String {
         }
     );
     let _ = writeln!(md, "- Command: `{}`", p.command);
+    if !p.source_version.is_empty() {
+        let _ = writeln!(md, "- Source (git describe): {}", p.source_version);
+    }
     let _ = writeln!(
         md,
         "- Plan: schedulers {}; scenarios {}; workloads {}; {} repeat(s) of {} s per cell \
