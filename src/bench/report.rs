@@ -117,6 +117,14 @@ impl Results {
                         eprintln!("bench: warning: a cell with an unknown key: {:?}", r.header);
                         continue;
                     };
+                    // Only the plan's cells (--from-logs --schedulers picks some).
+                    if !plan.schedulers.contains(&s)
+                        || !plan.scenarios.contains(&c)
+                        || !plan.workloads.contains(&w)
+                        || !(1..=plan.repeats).contains(&rep)
+                    {
+                        continue;
+                    }
                     let measured = parse::measure(&r);
                     let ok = measured.errors.is_empty();
                     cells.insert(
@@ -138,6 +146,7 @@ impl Results {
             }
         }
         let cells: Vec<CellResult> = cells.into_values().collect();
+        boots.retain(|name, _| plan.schedulers.iter().any(|s| s.name() == *name));
         let kernel = boots
             .values()
             .find_map(|b| b.info.get("kernel").cloned())
@@ -500,15 +509,25 @@ pub fn markdown(r: &Results, plots: &[(String, String)]) -> String {
     let missing = r.missing_cells();
     let _ = writeln!(
         md,
-        "- Cells: {} of {} ok{}\n",
+        "- Cells: {} of {} ok",
         r.expected_cells() - missing.len(),
-        r.expected_cells(),
-        if missing.is_empty() {
-            String::new()
-        } else {
-            format!("; missing or failed: {}", missing.join(", "))
-        }
+        r.expected_cells()
     );
+    // Missing or failed cells, grouped by reason.
+    let mut why: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for m in &missing {
+        let (cell, reason) = m.split_once(": ").unwrap_or((m, ""));
+        why.entry(reason).or_default().push(cell);
+    }
+    for (reason, cells) in why {
+        let _ = writeln!(
+            md,
+            "  - {} missing or failed ({reason}): {}",
+            cells.len(),
+            cells.join(", ")
+        );
+    }
+    md += "\n";
 
     // Headline.
     let h = headline_scenario(p);
@@ -976,6 +995,23 @@ mod tests {
     }
 
     #[test]
+    fn cells_outside_the_plan_are_left_out() {
+        let p = smoke_plan();
+        let raw = raw_cells(&p, None);
+        let mut only_express = p.clone();
+        only_express.schedulers = vec![Sched::Express];
+        let r = Results::build(&only_express, raw, String::new());
+        assert_eq!(r.cells.len(), r.expected_cells());
+        assert!(r.cells.iter().all(|c| c.sched == Sched::Express));
+        assert_eq!(r.boots.len(), 1);
+        // No EEVDF in the plan: no EEVDF ratios, own-baseline ratios stay.
+        let a = r
+            .get(Sched::Express, Scenario::Cpu4x, Workload::Decode, "tok_s")
+            .unwrap();
+        assert!(a.vs_eevdf.is_none() && a.vs_baseline.is_some());
+    }
+
+    #[test]
     fn missing_cells_are_reported() {
         let p = smoke_plan();
         let r = Results::build(&p, raw_cells(&p, Some((Sched::Express, 2))), String::new());
@@ -992,7 +1028,9 @@ mod tests {
             )
             .unwrap();
         assert_eq!(a.summary.values.len(), 2);
-        assert!(markdown(&r, &[]).contains("missing or failed: express/baseline/agent/r2"));
+        assert!(markdown(&r, &[]).contains(
+            "2 missing or failed (missing): express/baseline/agent/r2, express/cpu4x/agent/r2"
+        ));
     }
 
     #[test]
