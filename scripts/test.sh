@@ -6,15 +6,17 @@
 #   scripts/test.sh            everything
 #   scripts/test.sh --no-vm    build, lint and host tests only
 #   scripts/test.sh --filter RE  only VM scenarios matching RE
+#   scripts/test.sh --no-bench   skip the benchmark smoke run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-run_vm=1 vm_args=()
+run_vm=1 run_bench=1 vm_args=()
 while [ $# -gt 0 ]; do
     case $1 in
     --no-vm) run_vm=0 ;;
+    --no-bench) run_bench=0 ;;
     --filter) vm_args+=(--filter "${2:?}"); shift ;;
-    -h | --help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -72,6 +74,23 @@ if [ "$run_vm" = 1 ]; then
     [ "$vm_rc" = 0 ] || [ "$vm_fail" -gt 0 ] || vm_fail=1
 fi
 
-say "summary: host tests $host_pass passed; VM tests $vm_pass passed, $vm_fail failed"
-echo "total: $((host_pass + vm_pass)) passed, $vm_fail failed"
-[ "$vm_fail" = 0 ]
+bench_pass=0 bench_fail=0
+if [ "$run_vm" = 1 ] && [ "$run_bench" = 1 ]; then
+    # The A/B benchmark's smoke preset (2 VM boots, a few minutes): the
+    # report must be complete and well formed. It asserts no timing.
+    say "benchmark smoke run (scx_express bench --preset smoke)"
+    rm -rf target/bench-smoke
+    t0=$(date +%s)
+    if target/release/scx_express bench --preset smoke --out target/bench-smoke &&
+        target/release/scx_express bench --check target/bench-smoke; then
+        bench_pass=1
+        echo "PASS bench-smoke ($(($(date +%s) - t0))s)"
+    else
+        bench_fail=1
+        echo "FAIL bench-smoke ($(($(date +%s) - t0))s)"
+    fi
+fi
+
+say "summary: host tests $host_pass passed; VM tests $vm_pass passed, $vm_fail failed; bench smoke $bench_pass passed, $bench_fail failed"
+echo "total: $((host_pass + vm_pass + bench_pass)) passed, $((vm_fail + bench_fail)) failed"
+[ "$vm_fail" = 0 ] && [ "$bench_fail" = 0 ]

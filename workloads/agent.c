@@ -49,7 +49,7 @@ struct reply {
 static struct {
 	unsigned long long steps, warmup, reply_delay_us, burst_iters, port;
 	double duration;
-	bool json, threads, server_only, client_only;
+	bool json, cdf, threads, server_only, client_only;
 } opt = {
 	.warmup = 20, .reply_delay_us = 2000,
 	.burst_iters = 125000,		/* ~200 us at ~1.6 ns/iter */
@@ -71,14 +71,16 @@ static void usage(int rc)
 "  --server-only        only serve (prints server_port=P); runs until killed\n"
 "  --client-only        only the agent; needs --port\n"
 "  --port P             port (default: ephemeral)\n"
-"  --json               JSON report (last line of stdout)\n");
+"  --json               JSON report (last line of stdout)\n"
+"  --cdf                with --json: add \"tail_cdf\", [quantile, us] pairs\n"
+"                       of the local tail (for CDF plots)\n");
 	exit(rc);
 }
 
 static void parse_args(int argc, char **argv)
 {
 	enum { O_STEPS = 256, O_DURATION, O_WARMUP, O_DELAY, O_BURST, O_THREADS,
-	       O_SERVER, O_CLIENT, O_PORT, O_JSON };
+	       O_SERVER, O_CLIENT, O_PORT, O_JSON, O_CDF };
 	static const struct option lopts[] = {
 		{ "steps", 1, 0, O_STEPS }, { "duration", 1, 0, O_DURATION },
 		{ "warmup", 1, 0, O_WARMUP },
@@ -87,7 +89,8 @@ static void parse_args(int argc, char **argv)
 		{ "threads", 0, 0, O_THREADS },
 		{ "server-only", 0, 0, O_SERVER },
 		{ "client-only", 0, 0, O_CLIENT }, { "port", 1, 0, O_PORT },
-		{ "json", 0, 0, O_JSON }, { "help", 0, 0, 'h' }, { 0 },
+		{ "json", 0, 0, O_JSON }, { "cdf", 0, 0, O_CDF },
+		{ "help", 0, 0, 'h' }, { 0 },
 	};
 	int c, li = 0;
 
@@ -105,6 +108,7 @@ static void parse_args(int argc, char **argv)
 		case O_CLIENT: opt.client_only = true; break;
 		case O_PORT: opt.port = parse_ull(n, optarg); break;
 		case O_JSON: opt.json = true; break;
+		case O_CDF: opt.cdf = true; break;
 		case 'h': usage(0); break;
 		default: usage(2);
 		}
@@ -283,7 +287,7 @@ static void report(const struct samples *tail, const struct samples *rtt,
 		"\"rtt_p50_us\":%.1f,\"rtt_p99_us\":%.1f,"
 		"\"agent_nvcsw\":%ld,\"agent_nivcsw\":%ld,"
 		"\"agent_cpu_ms\":%.1f,\"reply_delay_us\":%llu,"
-		"\"burst_iters\":%llu}\n" :
+		"\"burst_iters\":%llu" :
 		"pid=%d\nagent_tid=%d\nserver_pid=%d\nsteps=%zu\n"
 		"duration_s=%.3f\nsteps_per_s=%.2f\ntail_p50_us=%.1f\n"
 		"tail_p99_us=%.1f\ntail_p999_us=%.1f\ntail_max_us=%.1f\n"
@@ -297,6 +301,24 @@ static void report(const struct samples *tail, const struct samples *rtt,
 	       samples_mean_us(tail), samples_pct_us(rtt, 0.50),
 	       samples_pct_us(rtt, 0.99), nvcsw, nivcsw, cpu_ms,
 	       opt.reply_delay_us, opt.burst_iters);
+	if (opt.json) {
+		if (opt.cdf) {
+			/* Denser towards the tail, where schedulers differ. */
+			static const double q[] = {
+				0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7,
+				0.8, 0.85, 0.9, 0.93, 0.95, 0.97, 0.98, 0.99,
+				0.993, 0.995, 0.997, 0.998, 0.999, 0.9995,
+				0.9999, 1.0,
+			};
+
+			printf(",\"tail_cdf\":[");
+			for (size_t i = 0; i < sizeof(q) / sizeof(q[0]); i++)
+				printf("%s[%g,%.1f]", i ? "," : "", q[i],
+				       samples_pct_us(tail, q[i]));
+			printf("]");
+		}
+		printf("}\n");
+	}
 	fflush(stdout);
 }
 

@@ -16,13 +16,15 @@ usage: $0 SCENARIO [options]
   --file H:G          add file or directory H at G in the guest
   --env K=V           export K=V to the scenario
   --append ARGS       extra kernel command line
+  --disk SIZE         attach a scratch disk of SIZE (e.g. 1G; sparse raw
+                      image, deleted after the run) as /dev/nvme0n1
   --keep-log FILE     save the console log (all attempts) to FILE
   --out-dir DIR       save files the scenario sent with export_file
   --quiet             do not stream the console to stdout
   --no-retry          do not boot again when the guest dies
 Header lines "# vmtest: key=value ..." in SCENARIO set defaults (keys smp,
-mem, timeout, bins, files, env; lists comma-separated; paths relative to the
-repository root). Options add to or override them.
+mem, timeout, disk, bins, files, env; lists comma-separated; paths relative
+to the repository root). Options add to or override them.
 EOF
 }
 
@@ -33,7 +35,7 @@ shift
 [ -f "$scenario" ] || die "scenario not found: $scenario"
 name=$(basename "$scenario" .sh)
 
-smp=2 mem=2G timeout=300 append='' keep_log='' out_dir='' quiet=0 attempts=2
+smp=2 mem=2G timeout=300 disk='' append='' keep_log='' out_dir='' quiet=0 attempts=2
 bins=() files=() envs=()
 
 # Header paths are relative to the repository root.
@@ -51,6 +53,7 @@ while IFS= read -r line; do
         smp) smp=$val ;;
         mem) mem=$val ;;
         timeout) timeout=$val ;;
+        disk) disk=$val ;;
         bins)
             for x in "${items[@]}"; do
                 h=${x%%:*}
@@ -82,6 +85,7 @@ while [ $# -gt 0 ]; do
     --file) files+=("${2:?}") ;;
     --env) envs+=("${2:?}") ;;
     --append) append=${2:?} ;;
+    --disk) disk=${2:?} ;;
     --keep-log) keep_log=${2:?} ;;
     --out-dir) out_dir=${2:?} ;;
     --quiet) quiet=1; shift; continue ;;
@@ -94,6 +98,7 @@ done
 [[ $smp =~ ^[1-9][0-9]*$ ]] || die "bad --smp '$smp'"
 [[ $timeout =~ ^[1-9][0-9]*$ ]] || die "bad --timeout '$timeout'"
 [[ $mem =~ ^[1-9][0-9]*[MG]?$ ]] || die "bad --mem '$mem'"
+[[ -z $disk || $disk =~ ^[1-9][0-9]*[MG]$ ]] || die "bad --disk '$disk' (e.g. 512M, 1G)"
 
 need_tool qemu-system-x86_64 qemu-system-x86
 need_tool timeout coreutils
@@ -109,6 +114,7 @@ shq() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 {
     echo "VMTEST_TIMEOUT=$timeout"
     echo "VMTEST_NAME=$(shq "$name")"
+    [ -z "$disk" ] || echo "export VMTEST_DISK=/dev/nvme0n1"
     for e in "${envs[@]}"; do
         k=${e%%=*}
         [[ $e == *=* && $k =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || die "bad env entry '$e'"
@@ -134,6 +140,13 @@ qemu=(qemu-system-x86_64 -accel "tcg,thread=$tcg_thread" -cpu max
     -smp "$smp" -m "$mem" -nodefaults -no-user-config -nographic
     -serial stdio -monitor none -no-reboot -nic none -vga none
     -kernel "$kdir/vmlinuz" -initrd "$work/initrd.cpio")
+# Scratch disk: NVMe, because the cloud kernel builds the NVMe driver in
+# while virtio-blk is a module (the initramfs carries no modules).
+if [ -n "$disk" ]; then
+    truncate -s "$disk" "$work/disk.img"
+    qemu+=(-drive "file=$work/disk.img,if=none,id=scratch,format=raw,cache=unsafe"
+        -device "nvme,drive=scratch,serial=vmtest-scratch")
+fi
 # vmtest.attempt=N tells the guest which boot this is ($VMTEST_ATTEMPT).
 cmdline="console=ttyS0 quiet panic=-1 $append"
 

@@ -1,0 +1,538 @@
+//! `scx_express bench`: one command that A/Bs scx_express against EEVDF,
+//! the manual fixes (nice, SCHED_FIFO) and peer sched_ext schedulers.
+//!
+//! Each scheduler gets its own VM boot (QEMU TCG, `tests/vm/`), which runs
+//! every repeat × scenario × workload cell of the plan (`guest.sh`) and
+//! sends back each cell's raw output. The host parses the cells
+//! (`parse`), aggregates them into a JSON file and a markdown report
+//! (`report`) and draws PNG plots (`plot`). `run` boots the VMs here, or
+//! writes a self-contained bundle (QEMU, kernel, initramfs, runner script)
+//! for a bigger machine, whose console logs `--from-logs` turns into the
+//! same report.
+
+mod parse;
+mod plot;
+mod report;
+mod run;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::ValueEnum;
+use serde::{Deserialize, Serialize};
+
+/// What a run compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Sched {
+    /// The kernel's default scheduler, untouched.
+    Eevdf,
+    /// EEVDF, workload under `taskset` (first quarter of the CPUs) and
+    /// `nice -n -10`: the manual fix of the published study.
+    EevdfNice,
+    /// EEVDF, workload under `chrt -f 10`.
+    EevdfFifo,
+    /// scx_express with `--config FILE`.
+    Express,
+    /// scx_rustland (crates.io), for comparison.
+    Rustland,
+    /// scx_bpfland (crates.io), for comparison.
+    Bpfland,
+    /// scx_lavd (crates.io), for comparison.
+    Lavd,
+    /// scx_cosmos (crates.io), for comparison.
+    Cosmos,
+}
+
+/// The load a workload runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scenario {
+    /// No noise.
+    Baseline,
+    /// `stress-ng --cpu N --cpu-method fft`, N = vCPUs.
+    Cpu1x,
+    /// The same with 4 × vCPUs workers.
+    Cpu4x,
+    /// iperf3 server and client over loopback, parallel streams.
+    Net,
+    /// fio randwrite bs=4k iodepth=32 numjobs=4 on a scratch NVMe disk.
+    Disk,
+    /// cpu4x, net and disk together.
+    Heavy,
+}
+
+/// What is measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Workload {
+    /// Decode-loop stand-in (`workloads/decode`): tok/s, per-token p50/p99,
+    /// Sched/1K of the launcher.
+    Decode,
+    /// Agent-loop stand-in (`workloads/agent`): local tail and steps/s.
+    Agent,
+    /// Wakeup latency: cyclictest, one SCHED_OTHER thread.
+    Wakeup,
+    /// `decode --helpers K`: launcher plus CPU-bound helper threads in one
+    /// process.
+    Mixed,
+}
+
+/// Plan presets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Preset {
+    /// baseline + cpu4x, eevdf + express, 1 repeat, 2 s cells (minutes).
+    Smoke,
+    /// Every scheduler, scenario and workload, 3 repeats.
+    Full,
+}
+
+macro_rules! value_name {
+    ($($t:ty),*) => {$(
+        impl $t {
+            pub fn name(self) -> String {
+                self.to_possible_value().expect("no skipped variants").get_name().to_string()
+            }
+            #[allow(dead_code)] // not every type is parsed back
+            pub fn parse(s: &str) -> Result<Self> {
+                <$t as ValueEnum>::from_str(s, false)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", stringify!($t)))
+            }
+        }
+    )*};
+}
+value_name!(Sched, Scenario, Workload, Preset);
+
+impl Sched {
+    /// The crates.io package of a peer scheduler.
+    pub fn peer_crate(self) -> Option<&'static str> {
+        match self {
+            Sched::Rustland => Some("scx_rustland"),
+            Sched::Bpfland => Some("scx_bpfland"),
+            Sched::Lavd => Some("scx_lavd"),
+            Sched::Cosmos => Some("scx_cosmos"),
+            _ => None,
+        }
+    }
+}
+
+/// `scx_express bench` options.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "The express scheduler runs with the global --config FILE \
+    (default configs/default.toml). Results: OUT/results.json (every raw number), \
+    OUT/report.md, OUT/*.png; console logs in OUT/logs/. TCG timings count only \
+    as ratios within one run."
+)]
+pub struct BenchArgs {
+    /// Plan preset; the options below override its parts.
+    #[arg(long, value_enum, default_value = "full")]
+    pub preset: Preset,
+    /// Schedulers, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub schedulers: Option<Vec<Sched>>,
+    /// Scenarios, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub scenarios: Option<Vec<Scenario>>,
+    /// Workloads, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub workloads: Option<Vec<Workload>>,
+    /// Repeats of every cell (smoke 1, full 3).
+    #[arg(long)]
+    pub repeats: Option<u32>,
+    /// Seconds each workload measures (smoke 2, full 3).
+    #[arg(long)]
+    pub duration: Option<u32>,
+    /// vCPUs of each VM (default 2).
+    #[arg(long)]
+    pub smp: Option<u32>,
+    /// Output directory (default target/bench/PRESET).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Do not run: write a self-contained bundle (QEMU, kernel, initramfs,
+    /// runner.sh) to DIR, to run the plan on another x86-64 Linux machine.
+    #[arg(long, value_name = "DIR", conflicts_with = "from_logs")]
+    pub bundle: Option<PathBuf>,
+    /// Do not run: build the report from the plan.json and console logs
+    /// (*.log) that a bundle's runner.sh left in DIR.
+    #[arg(long, value_name = "DIR")]
+    pub from_logs: Option<PathBuf>,
+    /// Only check that the report in DIR is complete and well formed
+    /// (every cell, JSON, PNGs); asserts no timing.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["bundle", "from_logs"])]
+    pub check: Option<PathBuf>,
+    /// Repository root (tests/vm, workloads, configs); default: found
+    /// from the current directory or the executable.
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<PathBuf>,
+    /// Where peer schedulers are installed (cargo install --root); default
+    /// ~/.cache/scx_express/peers.
+    #[arg(long, value_name = "DIR")]
+    pub peers_dir: Option<PathBuf>,
+}
+
+/// Everything a run does, saved as plan.json beside the results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub preset: Preset,
+    pub schedulers: Vec<Sched>,
+    pub scenarios: Vec<Scenario>,
+    pub workloads: Vec<Workload>,
+    pub repeats: u32,
+    /// Seconds each workload measures.
+    pub duration_s: u32,
+    /// Seconds of noise before a workload starts.
+    pub warm_s: u32,
+    pub smp: u32,
+    pub mem: String,
+    /// Helper threads of the mixed workload (default: vCPUs).
+    pub helpers: u32,
+    /// iperf3 parallel streams.
+    pub streams: u32,
+    /// cyclictest interval.
+    pub cyc_interval_us: u32,
+    /// Scratch disk size for fio.
+    pub disk: String,
+    /// The express config, as given.
+    pub express_config: String,
+    /// The command line that made this plan.
+    pub command: String,
+    /// `git describe --always --dirty` of the repository the bench ran
+    /// from: which scx_express was measured.
+    #[serde(default)]
+    pub source_version: String,
+}
+
+impl Plan {
+    pub fn from_args(a: &BenchArgs, express_config: &Path, command: String) -> Result<Plan> {
+        let (scheds, scens, repeats, duration) = match a.preset {
+            Preset::Smoke => (
+                vec![Sched::Eevdf, Sched::Express],
+                vec![Scenario::Baseline, Scenario::Cpu4x],
+                1,
+                2,
+            ),
+            Preset::Full => (
+                Sched::value_variants().to_vec(),
+                Scenario::value_variants().to_vec(),
+                3,
+                3,
+            ),
+        };
+        let smp = a.smp.unwrap_or(2);
+        let mut plan = Plan {
+            preset: a.preset,
+            schedulers: a.schedulers.clone().unwrap_or(scheds),
+            scenarios: a.scenarios.clone().unwrap_or(scens),
+            workloads: a
+                .workloads
+                .clone()
+                .unwrap_or_else(|| Workload::value_variants().to_vec()),
+            repeats: a.repeats.unwrap_or(repeats),
+            duration_s: a.duration.unwrap_or(duration),
+            warm_s: 1,
+            smp,
+            mem: "2G".into(),
+            helpers: smp,
+            streams: 10,
+            cyc_interval_us: 1000,
+            disk: "1G".into(),
+            express_config: express_config.display().to_string(),
+            command,
+            source_version: String::new(),
+        };
+        plan.normalize();
+        plan.validate()?;
+        Ok(plan)
+    }
+
+    /// Sorted and deduplicated, so reports always list things in one order.
+    fn normalize(&mut self) {
+        self.schedulers.sort();
+        self.schedulers.dedup();
+        self.scenarios.sort();
+        self.scenarios.dedup();
+        self.workloads.sort();
+        self.workloads.dedup();
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if self.schedulers.is_empty() || self.scenarios.is_empty() || self.workloads.is_empty() {
+            bail!("the plan needs at least one scheduler, scenario and workload");
+        }
+        if !(1..=100).contains(&self.repeats) {
+            bail!("--repeats must be 1..=100, got {}", self.repeats);
+        }
+        if !(1..=600).contains(&self.duration_s) {
+            bail!(
+                "--duration must be 1..=600 seconds, got {}",
+                self.duration_s
+            );
+        }
+        if !(1..=64).contains(&self.smp) {
+            bail!("--smp must be 1..=64, got {}", self.smp);
+        }
+        Ok(())
+    }
+
+    pub fn cells_per_boot(&self) -> u32 {
+        self.repeats * (self.scenarios.len() * self.workloads.len()) as u32
+    }
+
+    /// Guest time limit: scheduler attach (lavd takes ~30 s under TCG) plus
+    /// twice each cell's nominal length and some per-cell slack.
+    pub fn guest_timeout_s(&self) -> u32 {
+        let cell = self.warm_s + self.duration_s + 1;
+        240 + self.cells_per_boot() * (2 * cell + 10)
+    }
+
+    pub fn needs_disk(&self) -> bool {
+        self.scenarios
+            .iter()
+            .any(|s| matches!(s, Scenario::Disk | Scenario::Heavy))
+    }
+
+    pub fn peers(&self) -> Vec<Sched> {
+        self.schedulers
+            .iter()
+            .copied()
+            .filter(|s| s.peer_crate().is_some())
+            .collect()
+    }
+}
+
+/// Finds the repository root: the first ancestor of the current directory,
+/// then of the executable, that holds tests/vm/run.sh.
+fn find_repo(explicit: Option<&Path>) -> Result<PathBuf> {
+    let ok = |p: &Path| p.join("tests/vm/run.sh").is_file() && p.join("workloads").is_dir();
+    if let Some(p) = explicit {
+        if ok(p) {
+            return Ok(p.to_path_buf());
+        }
+        bail!(
+            "{}: not the scx_express repository (no tests/vm/run.sh)",
+            p.display()
+        );
+    }
+    let mut starts = vec![std::env::current_dir()?];
+    if let Ok(exe) = std::env::current_exe() {
+        starts.push(exe);
+    }
+    for s in starts {
+        for a in s.ancestors() {
+            if ok(a) {
+                return Ok(a.to_path_buf());
+            }
+        }
+    }
+    bail!("cannot find the scx_express repository (tests/vm/run.sh); run from it or pass --repo")
+}
+
+fn home_cache() -> PathBuf {
+    if let Some(c) = std::env::var_os("SCX_EXPRESS_CACHE") {
+        return PathBuf::from(c);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into())).join(".cache")
+        });
+    base.join("scx_express")
+}
+
+/// Entry point of `scx_express bench`.
+pub fn main(args: &BenchArgs, config: Option<&Path>) -> Result<()> {
+    if let Some(dir) = &args.check {
+        let problems = report::check_dir(dir)?;
+        if problems.is_empty() {
+            println!("bench report ok: {}", dir.display());
+            return Ok(());
+        }
+        for p in &problems {
+            eprintln!("  {p}");
+        }
+        bail!(
+            "{} problem(s) in the bench report in {}",
+            problems.len(),
+            dir.display()
+        );
+    }
+
+    if let Some(dir) = &args.from_logs {
+        let mut plan: Plan = read_json(&dir.join("plan.json"))?;
+        // --schedulers picks some of the run's schedulers for the report.
+        if let Some(s) = &args.schedulers {
+            plan.schedulers.retain(|x| s.contains(x));
+            plan.validate()?;
+        }
+        plan.command = format!("{}, then: {}", plan.command, command_line());
+        let out = args.out.clone().unwrap_or_else(|| dir.to_path_buf());
+        return finish(&plan, dir, &out);
+    }
+
+    let repo = find_repo(args.repo.as_deref())?;
+    let express_config = match config {
+        Some(c) => c.to_path_buf(),
+        None => repo.join("configs/default.toml"),
+    };
+    if !express_config.is_file() {
+        bail!("express config {} not found", express_config.display());
+    }
+    // Shown relative to the repository when it is inside it.
+    let shown = express_config
+        .strip_prefix(&repo)
+        .unwrap_or(&express_config)
+        .to_path_buf();
+    let mut plan = Plan::from_args(args, &shown, command_line())?;
+    plan.source_version = git_describe(&repo);
+    let peers_dir = args
+        .peers_dir
+        .clone()
+        .unwrap_or_else(|| home_cache().join("peers"));
+    let ctx = run::Context::prepare(&repo, &plan, &express_config, &peers_dir)?;
+
+    if let Some(dir) = &args.bundle {
+        ctx.write_bundle(dir)?;
+        return Ok(());
+    }
+
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| repo.join("target/bench").join(plan.preset.name()));
+    let logs = out.join("logs");
+    std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
+    write_json(&logs.join("plan.json"), &plan)?;
+    std::fs::write(logs.join("host.txt"), run::host_description())?;
+    let t0 = std::time::Instant::now();
+    ctx.run_local(&logs)?;
+    eprintln!("bench: VMs done in {:.0} s", t0.elapsed().as_secs_f64());
+    finish(&plan, &logs, &out)
+}
+
+/// `git describe --always --dirty` of the repository, or "unknown".
+fn git_describe(repo: &Path) -> String {
+    std::process::Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["describe", "--always", "--dirty"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// This command line, as `scx_express ARGS`.
+fn command_line() -> String {
+    std::iter::once("scx_express".to_string())
+        .chain(std::env::args().skip(1))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Parses the console logs in `logs`, writes results.json, report.md and
+/// the plots to `out`.
+fn finish(plan: &Plan, logs: &Path, out: &Path) -> Result<()> {
+    let cells = run::collect_cells(logs)?;
+    let host = std::fs::read_to_string(logs.join("host.txt"))
+        .map(|h| h.split_whitespace().collect::<Vec<_>>().join(" "))
+        .unwrap_or_default();
+    let results = report::Results::build(plan, cells, host);
+    std::fs::create_dir_all(out)?;
+    write_json(&out.join("results.json"), &results)?;
+    let plots = plot::draw_all(&results, out)?;
+    let md = report::markdown(&results, &plots);
+    std::fs::write(out.join("report.md"), md)?;
+    eprintln!(
+        "bench: {} of {} cells ok; report in {}",
+        results.cells.iter().filter(|c| c.ok).count(),
+        results.expected_cells(),
+        out.join("report.md").display()
+    );
+    let missing = results.missing_cells();
+    if !missing.is_empty() {
+        eprintln!(
+            "bench: {} cell(s) missing or failed, e.g. {}",
+            missing.len(),
+            missing[0]
+        );
+    }
+    Ok(())
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(p: &Path) -> Result<T> {
+    let s = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+    serde_json::from_str(&s).with_context(|| format!("parsing {}", p.display()))
+}
+
+fn write_json<T: Serialize>(p: &Path, v: &T) -> Result<()> {
+    let s = serde_json::to_string_pretty(v)?;
+    std::fs::write(p, s + "\n").with_context(|| format!("writing {}", p.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(preset: Preset) -> BenchArgs {
+        BenchArgs {
+            preset,
+            schedulers: None,
+            scenarios: None,
+            workloads: None,
+            repeats: None,
+            duration: None,
+            smp: None,
+            out: None,
+            bundle: None,
+            from_logs: None,
+            check: None,
+            repo: None,
+            peers_dir: None,
+        }
+    }
+
+    #[test]
+    fn presets() {
+        let p = Plan::from_args(&args(Preset::Smoke), Path::new("c.toml"), "x".into()).unwrap();
+        assert_eq!(p.schedulers, vec![Sched::Eevdf, Sched::Express]);
+        assert_eq!(p.scenarios, vec![Scenario::Baseline, Scenario::Cpu4x]);
+        assert_eq!(p.repeats, 1);
+        assert!(p.peers().is_empty());
+        assert!(!p.needs_disk());
+        let f = Plan::from_args(&args(Preset::Full), Path::new("c.toml"), "x".into()).unwrap();
+        assert_eq!(f.schedulers.len(), 8);
+        assert_eq!(f.scenarios.len(), 6);
+        assert_eq!(f.workloads.len(), 4);
+        assert_eq!(f.repeats, 3);
+        assert_eq!(f.peers().len(), 4);
+        assert!(f.needs_disk());
+        assert_eq!(f.cells_per_boot(), 72);
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for s in Sched::value_variants() {
+            assert_eq!(Sched::parse(&s.name()).unwrap(), *s);
+        }
+        assert_eq!(Sched::EevdfNice.name(), "eevdf-nice");
+        assert_eq!(Scenario::Cpu4x.name(), "cpu4x");
+        assert_eq!(
+            serde_json::to_string(&Sched::EevdfFifo).unwrap(),
+            "\"eevdf-fifo\""
+        );
+        assert!(Workload::parse("nope").is_err());
+    }
+
+    #[test]
+    fn bad_plans_are_rejected() {
+        let mut a = args(Preset::Smoke);
+        a.repeats = Some(0);
+        assert!(Plan::from_args(&a, Path::new("c"), "x".into()).is_err());
+        let mut a = args(Preset::Smoke);
+        a.schedulers = Some(vec![]);
+        assert!(Plan::from_args(&a, Path::new("c"), "x".into()).is_err());
+    }
+}

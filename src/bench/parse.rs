@@ -1,0 +1,480 @@
+//! Turning one cell's raw output (workload JSON, cyclictest JSON,
+//! stress-ng YAML, iperf3 and fio JSON, `scx_express ps`) into numbers.
+
+use std::collections::BTreeMap;
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// What an exported file was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// One repeat × scenario × workload measurement.
+    Cell,
+    /// A boot's facts (kernel, vCPUs, attach time).
+    Info,
+    /// A boot's summary (scheduler CPU time, state at the end).
+    Final,
+}
+
+/// A cell file split into its parts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawCell {
+    pub kind: Kind,
+    /// `@@bench` words (sched, scenario, workload, repeat), or just sched.
+    pub header: BTreeMap<String, String>,
+    /// `@@meta` words, or the KEY=VALUE lines of an info/final file.
+    pub meta: BTreeMap<String, String>,
+    /// `@@file NAME` sections.
+    pub files: BTreeMap<String, String>,
+}
+
+fn words(s: &str) -> BTreeMap<String, String> {
+    s.split_whitespace()
+        .filter_map(|w| w.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn kv_lines(s: &str) -> BTreeMap<String, String> {
+    s.lines()
+        .take_while(|l| !l.starts_with("---"))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+impl RawCell {
+    fn boot_file(kind: Kind, sched: &str, text: &str) -> RawCell {
+        let mut files = BTreeMap::new();
+        files.insert("text".to_string(), text.to_string());
+        RawCell {
+            kind,
+            header: [("sched".to_string(), sched.to_string())].into(),
+            meta: kv_lines(text),
+            files,
+        }
+    }
+    pub fn info(sched: &str, text: &str) -> RawCell {
+        RawCell::boot_file(Kind::Info, sched, text)
+    }
+    pub fn final_(sched: &str, text: &str) -> RawCell {
+        RawCell::boot_file(Kind::Final, sched, text)
+    }
+}
+
+/// Splits a cell file (format in guest.sh).
+pub fn split_cell(text: &str) -> Result<RawCell> {
+    let mut lines = text.lines();
+    let head = lines
+        .next()
+        .and_then(|l| l.strip_prefix("@@bench "))
+        .context("no @@bench line")?;
+    let header = words(head);
+    for k in ["sched", "scenario", "workload", "repeat"] {
+        if !header.contains_key(k) {
+            bail!("@@bench line lacks {k}");
+        }
+    }
+    let mut cell = RawCell {
+        kind: Kind::Cell,
+        header,
+        meta: BTreeMap::new(),
+        files: BTreeMap::new(),
+    };
+    let mut cur: Option<(String, String)> = None;
+    let mut ended = false;
+    for l in lines {
+        if let Some(m) = l.strip_prefix("@@meta ") {
+            cell.meta.extend(words(m));
+        } else if let Some(n) = l.strip_prefix("@@file ") {
+            if let Some((k, v)) = cur.take() {
+                cell.files.insert(k, v);
+            }
+            cur = Some((n.trim().to_string(), String::new()));
+        } else if l == "@@end" {
+            ended = true;
+            break;
+        } else if let Some((_, v)) = cur.as_mut() {
+            v.push_str(l);
+            v.push('\n');
+        }
+    }
+    if let Some((k, v)) = cur.take() {
+        cell.files.insert(k, v);
+    }
+    if !ended {
+        bail!("cell file is truncated (no @@end)");
+    }
+    Ok(cell)
+}
+
+/// The last line of a text that parses as a JSON object.
+fn last_json(text: &str) -> Option<Value> {
+    text.lines()
+        .rev()
+        .map(str::trim)
+        .filter(|l| l.starts_with('{'))
+        .find_map(|l| serde_json::from_str::<Value>(l).ok())
+}
+
+fn num(v: &Value, key: &str) -> Result<f64> {
+    v.get(key)
+        .and_then(Value::as_f64)
+        .with_context(|| format!("no number '{key}'"))
+}
+
+/// Numbers of a decode run: tok/s, per-token p50/p99 (µs), Sched/1K (the
+/// launcher's context switches per 1,000 launches), GPU busy fraction, and
+/// helper throughput.
+pub fn decode(text: &str, m: &mut BTreeMap<String, f64>) -> Result<()> {
+    let v = last_json(text).context("decode printed no JSON report")?;
+    m.insert("tok_s".into(), num(&v, "tok_per_s")?);
+    m.insert("tok_p50_us".into(), num(&v, "p50_us")?);
+    m.insert("tok_p99_us".into(), num(&v, "p99_us")?);
+    m.insert("gpu_busy".into(), num(&v, "gpu_busy_frac")?);
+    let launches = num(&v, "launches")?;
+    let cs = num(&v, "launcher_nvcsw")? + num(&v, "launcher_nivcsw")?;
+    m.insert("launcher_nvcsw".into(), num(&v, "launcher_nvcsw")?);
+    m.insert("launcher_nivcsw".into(), num(&v, "launcher_nivcsw")?);
+    m.insert("launches".into(), launches);
+    if launches > 0.0 {
+        m.insert("sched_per_1k".into(), cs * 1000.0 / launches);
+    }
+    if num(&v, "helpers")? > 0.0 {
+        m.insert("helper_iters_s".into(), num(&v, "helper_iters_per_s")?);
+    }
+    Ok(())
+}
+
+/// Numbers of an agent run, and its local-tail quantiles `[(q, µs)]`.
+pub fn agent(text: &str, m: &mut BTreeMap<String, f64>) -> Result<Vec<(f64, f64)>> {
+    let v = last_json(text).context("agent printed no JSON report")?;
+    for (k, j) in [
+        ("steps_s", "steps_per_s"),
+        ("tail_p50_us", "tail_p50_us"),
+        ("tail_p99_us", "tail_p99_us"),
+        ("tail_p999_us", "tail_p999_us"),
+        ("tail_max_us", "tail_max_us"),
+        ("agent_nvcsw", "agent_nvcsw"),
+        ("agent_nivcsw", "agent_nivcsw"),
+    ] {
+        m.insert(k.into(), num(&v, j)?);
+    }
+    let cdf = v
+        .get("tail_cdf")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|p| Some((p.get(0)?.as_f64()?, p.get(1)?.as_f64()?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(cdf)
+}
+
+/// cyclictest --json with -h: p50/p99/max wakeup latency (µs) from the
+/// histogram; samples past the histogram count as the maximum.
+pub fn cyclictest(text: &str, m: &mut BTreeMap<String, f64>) -> Result<()> {
+    let v: Value = serde_json::from_str(text.trim()).context("cyclictest JSON")?;
+    let t = v
+        .get("thread")
+        .and_then(|t| t.get("0"))
+        .context("cyclictest JSON has no thread 0")?;
+    let cycles = num(t, "cycles")?;
+    let max = num(t, "max")?;
+    if cycles <= 0.0 {
+        bail!("cyclictest measured no cycles");
+    }
+    let mut hist: Vec<(f64, f64)> = t
+        .get("histogram")
+        .and_then(Value::as_object)
+        .map(|h| {
+            h.iter()
+                .filter_map(|(k, c)| Some((k.parse::<f64>().ok()?, c.as_f64()?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    hist.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let pct = |p: f64| {
+        let want = (p * cycles).ceil().max(1.0);
+        let mut acc = 0.0;
+        for &(us, c) in &hist {
+            acc += c;
+            if acc >= want {
+                return us;
+            }
+        }
+        max
+    };
+    m.insert("wake_p50_us".into(), pct(0.50));
+    m.insert("wake_p99_us".into(), pct(0.99));
+    m.insert("wake_max_us".into(), max);
+    m.insert("wake_avg_us".into(), num(t, "avg")?);
+    Ok(())
+}
+
+/// stress-ng --yaml: bogo-ops per second (real time), all stressors.
+pub fn stress_ng(text: &str) -> Result<f64> {
+    let mut total = None;
+    for l in text.lines() {
+        if let Some(v) = l.trim().strip_prefix("bogo-ops-per-second-real-time:") {
+            *total.get_or_insert(0.0) += v.trim().parse::<f64>().context("stress-ng bogo-ops/s")?;
+        }
+    }
+    total.context("stress-ng YAML has no bogo-ops-per-second-real-time")
+}
+
+/// iperf3 -J: received Gbit/s of the whole test.
+pub fn iperf3(text: &str) -> Result<f64> {
+    let v: Value = serde_json::from_str(text.trim()).context("iperf3 JSON")?;
+    if let Some(e) = v.get("error").and_then(Value::as_str) {
+        bail!("iperf3: {e}");
+    }
+    let bps = v
+        .pointer("/end/sum_received/bits_per_second")
+        .and_then(Value::as_f64)
+        .context("iperf3 JSON has no end.sum_received")?;
+    Ok(bps / 1e9)
+}
+
+/// fio --output-format=json with group reporting: write IOPS.
+pub fn fio(text: &str) -> Result<f64> {
+    // fio may print notes before the JSON.
+    let start = text.find('{').context("fio printed no JSON")?;
+    let v: Value = serde_json::from_str(&text[start..]).context("fio JSON")?;
+    let jobs = v
+        .get("jobs")
+        .and_then(Value::as_array)
+        .context("fio JSON has no jobs")?;
+    let iops: f64 = jobs
+        .iter()
+        .filter_map(|j| j.pointer("/write/iops").and_then(Value::as_f64))
+        .sum();
+    Ok(iops)
+}
+
+/// `scx_express ps` output (one or more listings) for thread `tid`: its
+/// class (column 4); `gpu`/`agent` wins over an earlier `normal`.
+pub fn ps_class(ps: &str, tid: &str) -> Option<String> {
+    let classes: Vec<&str> = ps
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.first() == Some(&tid)).then(|| f.get(3).copied())?
+        })
+        .collect();
+    classes
+        .iter()
+        .find(|c| **c != "normal")
+        .or(classes.first())
+        .map(|c| c.to_string())
+}
+
+/// Everything measured in one cell.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Measured {
+    pub metrics: BTreeMap<String, f64>,
+    /// Agent local-tail quantiles, `[q, µs]`.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub tail_cdf: Vec<(f64, f64)>,
+    /// Class `scx_express ps` gave the launcher/agent thread (express only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub class: Option<String>,
+    /// Problems; a cell with any is not ok.
+    pub errors: Vec<String>,
+}
+
+/// Measures a cell: the workload's numbers, the noise's throughput, the
+/// scheduler's CPU time.
+pub fn measure(cell: &RawCell) -> Measured {
+    let mut r = Measured::default();
+    let f = |n: &str| cell.files.get(n).map(String::as_str).unwrap_or("");
+    let wl = cell
+        .header
+        .get("workload")
+        .map(String::as_str)
+        .unwrap_or("");
+    let scen = cell
+        .header
+        .get("scenario")
+        .map(String::as_str)
+        .unwrap_or("");
+
+    let rc = cell.meta.get("rc").map(String::as_str);
+    if rc == Some("137") {
+        r.errors.push(format!(
+            "the workload did not finish within {} s and was killed",
+            cell.meta.get("limit_s").map(String::as_str).unwrap_or("?")
+        ));
+    } else if rc != Some("0") {
+        r.errors.push(format!(
+            "workload exited rc={}: {}",
+            cell.meta.get("rc").map(String::as_str).unwrap_or("?"),
+            f("workload.err").lines().last().unwrap_or("").trim()
+        ));
+    }
+    let res = match wl {
+        "decode" | "mixed" => decode(f("workload.out"), &mut r.metrics),
+        "agent" => agent(f("workload.out"), &mut r.metrics).map(|c| r.tail_cdf = c),
+        "wakeup" => cyclictest(f("cyclictest.json"), &mut r.metrics),
+        _ => Err(anyhow::anyhow!("unknown workload '{wl}'")),
+    };
+    if let Err(e) = res {
+        r_err(&mut r.errors, e);
+    }
+    let mut noise = |name: &str, file: &str, p: fn(&str) -> Result<f64>| match p(f(file)) {
+        Ok(v) => {
+            r.metrics.insert(name.into(), v);
+        }
+        Err(e) => r_err(&mut r.errors, e.context(file.to_string())),
+    };
+    if matches!(scen, "cpu1x" | "cpu4x" | "heavy") {
+        noise("cpu_bogo_ops_s", "stress.yaml", stress_ng);
+    }
+    if matches!(scen, "net" | "heavy") {
+        noise("net_gbit_s", "iperf.json", iperf3);
+    }
+    if matches!(scen, "disk" | "heavy") {
+        noise("disk_iops", "fio.json", fio);
+    }
+    let ticks = cell
+        .meta
+        .get("sched_ticks")
+        .and_then(|v| v.parse::<f64>().ok());
+    let wall = cell.meta.get("wall_cs").and_then(|v| v.parse::<f64>().ok());
+    if let (Some(t), Some(w)) = (ticks, wall) {
+        // Clock ticks are 10 ms, wall time is in centiseconds.
+        r.metrics.insert("sched_cpu_ms".into(), t * 10.0);
+        if w > 0.0 {
+            r.metrics.insert("sched_cpu_pct".into(), 100.0 * t / w);
+        }
+    }
+    let sched = cell.header.get("sched").map(String::as_str).unwrap_or("");
+    let state = cell.meta.get("state").map(String::as_str).unwrap_or("?");
+    if !sched.starts_with("eevdf") && state != "enabled" {
+        r.errors.push(format!(
+            "the scheduler was not attached at the end of the cell (state {state})"
+        ));
+    }
+    if let Some(tid) = cell.files.get("tid") {
+        r.class = Some(ps_class(f("ps.txt"), tid.trim()).unwrap_or_else(|| "none".into()));
+    }
+    r
+}
+
+fn r_err(errors: &mut Vec<String>, e: anyhow::Error) {
+    errors.push(format!("{e:#}"));
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+
+    pub const DECODE: &str = "launcher_tid=77\n{\"workload\":\"decode\",\"tok_per_s\":412.5,\"p50_us\":2100.0,\"p99_us\":3900.5,\"launches\":20000,\"launcher_nvcsw\":300,\"launcher_nivcsw\":100,\"gpu_busy_frac\":0.9,\"helpers\":2,\"helper_iters_per_s\":5e8}\n";
+    pub const AGENT: &str = "agent_tid=80\n{\"steps_per_s\":400,\"tail_p50_us\":60,\"tail_p99_us\":900,\"tail_p999_us\":4000,\"tail_max_us\":5000,\"agent_nvcsw\":1,\"agent_nivcsw\":2,\"tail_cdf\":[[0.5,60.0],[0.99,900.0],[1,5000.0]]}\n";
+    pub const CYC: &str = r#"{"thread":{"0":{"histogram":{"10":50,"20":45,"300":4},"cycles":100,"min":10,"max":9000,"avg":30.5}}}"#;
+    pub const STRESS: &str = "metrics:\n    - stressor: cpu\n      bogo-ops: 5855\n      bogo-ops-per-second-real-time: 2927.5\n";
+    pub const IPERF: &str = r#"{"start":{},"end":{"sum_sent":{"bits_per_second":2e10},"sum_received":{"bits_per_second":1.8e10}}}"#;
+    pub const FIO: &str = "note: both iodepth >= 1 and synchronous I/O engine\n{\"jobs\":[{\"write\":{\"iops\":1234.5}}]}";
+
+    #[test]
+    fn decode_numbers() {
+        let mut m = BTreeMap::new();
+        decode(DECODE, &mut m).unwrap();
+        assert_eq!(m["tok_s"], 412.5);
+        assert_eq!(m["sched_per_1k"], 20.0);
+        assert_eq!(m["helper_iters_s"], 5e8);
+        assert!(decode("launcher_tid=1\n", &mut m).is_err());
+    }
+
+    #[test]
+    fn agent_numbers_and_cdf() {
+        let mut m = BTreeMap::new();
+        let cdf = agent(AGENT, &mut m).unwrap();
+        assert_eq!(m["tail_p99_us"], 900.0);
+        assert_eq!(cdf, vec![(0.5, 60.0), (0.99, 900.0), (1.0, 5000.0)]);
+    }
+
+    #[test]
+    fn cyclictest_percentiles_count_overflows_as_max() {
+        let mut m = BTreeMap::new();
+        cyclictest(CYC, &mut m).unwrap();
+        assert_eq!(m["wake_p50_us"], 10.0);
+        assert_eq!(m["wake_p99_us"], 300.0);
+        assert_eq!(m["wake_max_us"], 9000.0);
+        // 99 of 100 samples in the histogram: p99.9 lands on the overflow.
+        let two = CYC.replace("\"300\":4", "\"300\":3");
+        cyclictest(&two, &mut m).unwrap();
+        assert_eq!(m["wake_p99_us"], 9000.0);
+    }
+
+    #[test]
+    fn noise_numbers() {
+        assert_eq!(stress_ng(STRESS).unwrap(), 2927.5);
+        assert!(stress_ng("metrics:\n").is_err());
+        assert_eq!(iperf3(IPERF).unwrap(), 18.0);
+        assert!(iperf3(r#"{"error":"unable to connect"}"#).is_err());
+        assert_eq!(fio(FIO).unwrap(), 1234.5);
+    }
+
+    #[test]
+    fn ps_class_by_tid() {
+        let ps = "  TID   PID COMM     CLASS SOURCE\n   77    70 launcher gpu   cuda\n";
+        assert_eq!(ps_class(ps, "77").as_deref(), Some("gpu"));
+        assert_eq!(ps_class(ps, "70"), None);
+        let two = "HDR\n 77 70 launcher normal cuda\nHDR\n 77 70 launcher gpu cuda\n";
+        assert_eq!(ps_class(two, "77").as_deref(), Some("gpu"));
+    }
+
+    pub fn cell_text(
+        sched: &str,
+        scen: &str,
+        wl: &str,
+        rep: u32,
+        files: &[(&str, &str)],
+    ) -> String {
+        let mut s = format!(
+            "@@bench sched={sched} scenario={scen} workload={wl} repeat={rep}\n\
+             @@meta rc=0 wall_cs=400 sched_ticks=4 state=enabled disk=nvme duration_s=2\n"
+        );
+        for (n, t) in files {
+            s += &format!("@@file {n}\n{t}\n");
+        }
+        s + "@@end\n"
+    }
+
+    #[test]
+    fn split_and_measure_a_cell() {
+        let t = cell_text(
+            "express",
+            "heavy",
+            "decode",
+            2,
+            &[
+                ("workload.out", DECODE),
+                ("stress.yaml", STRESS),
+                ("iperf.json", IPERF),
+                ("fio.json", FIO),
+                ("tid", "77"),
+                ("ps.txt", "77 70 launcher gpu cuda"),
+            ],
+        );
+        let c = split_cell(&t).unwrap();
+        assert_eq!(c.header["repeat"], "2");
+        assert_eq!(c.files.len(), 6);
+        let m = measure(&c);
+        assert!(m.errors.is_empty(), "{:?}", m.errors);
+        assert_eq!(m.metrics["disk_iops"], 1234.5);
+        assert_eq!(m.metrics["net_gbit_s"], 18.0);
+        assert_eq!(m.metrics["cpu_bogo_ops_s"], 2927.5);
+        assert_eq!(m.metrics["sched_cpu_pct"], 1.0);
+        assert_eq!(m.class.as_deref(), Some("gpu"));
+        // A noise file missing is an error; a truncated file is rejected.
+        let t = cell_text("eevdf", "net", "decode", 1, &[("workload.out", DECODE)]);
+        assert!(!measure(&split_cell(&t).unwrap()).errors.is_empty());
+        assert!(split_cell(&t.replace("@@end\n", "")).is_err());
+    }
+}

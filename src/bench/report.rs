@@ -1,0 +1,1059 @@
+//! Aggregation (median, min–max over repeats; ratios against the same
+//! scheduler's baseline and against EEVDF), results.json, report.md, and
+//! the completeness check of a report directory.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::parse::{self, Kind, Measured, RawCell};
+use super::{Plan, Scenario, Sched, Workload};
+
+/// One measured cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellResult {
+    pub sched: Sched,
+    pub scenario: Scenario,
+    pub workload: Workload,
+    pub repeat: u32,
+    pub ok: bool,
+    #[serde(flatten)]
+    pub measured: Measured,
+    /// The guest's bookkeeping (rc, wall_cs, sched_ticks, state, ...).
+    pub meta: BTreeMap<String, String>,
+}
+
+/// One VM boot (one scheduler).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Boot {
+    pub sched: String,
+    pub info: BTreeMap<String, String>,
+    #[serde(rename = "final")]
+    pub final_: BTreeMap<String, String>,
+}
+
+/// Median and range of one metric over repeats.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    pub values: Vec<f64>,
+}
+
+impl Summary {
+    pub fn of(values: &[f64]) -> Option<Summary> {
+        let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Some(Summary {
+            median,
+            min: v[0],
+            max: v[n - 1],
+            values: v,
+        })
+    }
+}
+
+/// A metric of one scheduler × scenario × workload over its repeats.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Aggregate {
+    pub sched: Sched,
+    pub scenario: Scenario,
+    pub workload: Workload,
+    pub metric: String,
+    #[serde(flatten)]
+    pub summary: Summary,
+    /// Median ÷ the same scheduler's baseline median.
+    pub vs_baseline: Option<f64>,
+    /// Median ÷ EEVDF's median in the same scenario.
+    pub vs_eevdf: Option<f64>,
+}
+
+/// Everything a run produced: results.json.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Results {
+    pub plan: Plan,
+    /// UTC date the report was made.
+    pub date: String,
+    pub kernel: String,
+    /// The machine the VMs ran on (host.txt), if known.
+    pub host: String,
+    pub boots: Vec<Boot>,
+    pub cells: Vec<CellResult>,
+    pub aggregates: Vec<Aggregate>,
+}
+
+type Key = (Sched, Scenario, Workload);
+
+impl Results {
+    pub fn build(plan: &Plan, raw: Vec<RawCell>, host: String) -> Results {
+        let mut cells: BTreeMap<(Key, u32), CellResult> = BTreeMap::new();
+        let mut boots: BTreeMap<String, Boot> = BTreeMap::new();
+        for r in raw {
+            let sched = r.header.get("sched").cloned().unwrap_or_default();
+            match r.kind {
+                Kind::Info => boots.entry(sched.clone()).or_default().info = r.meta,
+                Kind::Final => boots.entry(sched.clone()).or_default().final_ = r.meta,
+                Kind::Cell => {
+                    let h = |k: &str| r.header.get(k).map(String::as_str).unwrap_or("");
+                    let (Ok(s), Ok(c), Ok(w), Ok(rep)) = (
+                        Sched::parse(h("sched")),
+                        Scenario::parse(h("scenario")),
+                        Workload::parse(h("workload")),
+                        h("repeat").parse::<u32>(),
+                    ) else {
+                        eprintln!("bench: warning: a cell with an unknown key: {:?}", r.header);
+                        continue;
+                    };
+                    // Only the plan's cells (--from-logs --schedulers picks some).
+                    if !plan.schedulers.contains(&s)
+                        || !plan.scenarios.contains(&c)
+                        || !plan.workloads.contains(&w)
+                        || !(1..=plan.repeats).contains(&rep)
+                    {
+                        continue;
+                    }
+                    let measured = parse::measure(&r);
+                    let ok = measured.errors.is_empty();
+                    cells.insert(
+                        ((s, c, w), rep),
+                        CellResult {
+                            sched: s,
+                            scenario: c,
+                            workload: w,
+                            repeat: rep,
+                            ok,
+                            measured,
+                            meta: r.meta,
+                        },
+                    );
+                }
+            }
+            if let Some(b) = boots.get_mut(&sched) {
+                b.sched = sched;
+            }
+        }
+        let cells: Vec<CellResult> = cells.into_values().collect();
+        boots.retain(|name, _| plan.schedulers.iter().any(|s| s.name() == *name));
+        let kernel = boots
+            .values()
+            .find_map(|b| b.info.get("kernel").cloned())
+            .unwrap_or_else(|| "unknown".into());
+        let mut res = Results {
+            plan: plan.clone(),
+            date: today(),
+            kernel,
+            host,
+            boots: boots.into_values().collect(),
+            cells,
+            aggregates: vec![],
+        };
+        res.aggregates = res.aggregate();
+        res
+    }
+
+    fn aggregate(&self) -> Vec<Aggregate> {
+        let mut vals: BTreeMap<(Key, String), Vec<f64>> = BTreeMap::new();
+        for c in self.cells.iter().filter(|c| c.ok) {
+            for (m, v) in &c.measured.metrics {
+                vals.entry(((c.sched, c.scenario, c.workload), m.clone()))
+                    .or_default()
+                    .push(*v);
+            }
+        }
+        let sums: BTreeMap<(Key, String), Summary> = vals
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, Summary::of(&v)?)))
+            .collect();
+        let ratio =
+            |a: f64, b: Option<&Summary>| b.map(|b| b.median).filter(|b| *b != 0.0).map(|b| a / b);
+        sums.iter()
+            .map(|(((s, c, w), m), sum)| Aggregate {
+                sched: *s,
+                scenario: *c,
+                workload: *w,
+                metric: m.clone(),
+                summary: sum.clone(),
+                vs_baseline: ratio(
+                    sum.median,
+                    sums.get(&((*s, Scenario::Baseline, *w), m.clone())),
+                ),
+                vs_eevdf: ratio(sum.median, sums.get(&((Sched::Eevdf, *c, *w), m.clone()))),
+            })
+            .collect()
+    }
+
+    pub fn get(&self, s: Sched, c: Scenario, w: Workload, metric: &str) -> Option<&Aggregate> {
+        self.aggregates
+            .iter()
+            .find(|a| a.sched == s && a.scenario == c && a.workload == w && a.metric == metric)
+    }
+
+    pub fn expected_cells(&self) -> usize {
+        let p = &self.plan;
+        p.schedulers.len() * p.scenarios.len() * p.workloads.len() * p.repeats as usize
+    }
+
+    /// Planned cells that are absent or failed, as "sched/scenario/workload/rN: why".
+    pub fn missing_cells(&self) -> Vec<String> {
+        let p = &self.plan;
+        let mut out = vec![];
+        for &s in &p.schedulers {
+            for &c in &p.scenarios {
+                for &w in &p.workloads {
+                    for r in 1..=p.repeats {
+                        let name = format!("{}/{}/{}/r{r}", s.name(), c.name(), w.name());
+                        match self.cells.iter().find(|x| {
+                            x.sched == s && x.scenario == c && x.workload == w && x.repeat == r
+                        }) {
+                            None => out.push(format!("{name}: missing")),
+                            Some(x) if !x.ok => {
+                                out.push(format!("{name}: {}", x.measured.errors.join("; ")))
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Today's UTC date, YYYY-MM-DD.
+fn today() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    civil_date(secs / 86400)
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian date.
+fn civil_date(days: u64) -> String {
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// A table of the report: one metric of one workload.
+pub struct TableDef {
+    pub workload: Workload,
+    pub metric: &'static str,
+    pub title: &'static str,
+    /// Multiply stored values by this for display.
+    pub scale: f64,
+    pub unit: &'static str,
+    pub higher_is_better: bool,
+}
+
+/// The report's workload tables, in order.
+pub const TABLES: &[TableDef] = &[
+    TableDef {
+        workload: Workload::Decode,
+        metric: "tok_s",
+        title: "Decode stand-in: tokens per second",
+        scale: 1.0,
+        unit: "tok/s",
+        higher_is_better: true,
+    },
+    TableDef {
+        workload: Workload::Decode,
+        metric: "tok_p99_us",
+        title: "Decode stand-in: per-token p99",
+        scale: 1e-3,
+        unit: "ms",
+        higher_is_better: false,
+    },
+    TableDef {
+        workload: Workload::Decode,
+        metric: "tok_p50_us",
+        title: "Decode stand-in: per-token p50",
+        scale: 1e-3,
+        unit: "ms",
+        higher_is_better: false,
+    },
+    TableDef {
+        workload: Workload::Decode,
+        metric: "sched_per_1k",
+        title: "Decode stand-in: Sched/1K (launcher context switches per 1,000 launches)",
+        scale: 1.0,
+        unit: "",
+        higher_is_better: false,
+    },
+    TableDef {
+        workload: Workload::Agent,
+        metric: "tail_p99_us",
+        title: "Agent stand-in: local tail p99",
+        scale: 1.0,
+        unit: "µs",
+        higher_is_better: false,
+    },
+    TableDef {
+        workload: Workload::Agent,
+        metric: "tail_p999_us",
+        title: "Agent stand-in: local tail p99.9",
+        scale: 1.0,
+        unit: "µs",
+        higher_is_better: false,
+    },
+    TableDef {
+        workload: Workload::Agent,
+        metric: "tail_p50_us",
+        title: "Agent stand-in: local tail p50",
+        scale: 1.0,
+        unit: "µs",
+        higher_is_better: false,
+    },
+    TableDef {
+        workload: Workload::Agent,
+        metric: "steps_s",
+        title: "Agent stand-in: steps per second",
+        scale: 1.0,
+        unit: "steps/s",
+        higher_is_better: true,
+    },
+    TableDef {
+        workload: Workload::Wakeup,
+        metric: "wake_p99_us",
+        title: "Wakeup latency (cyclictest, SCHED_OTHER): p99",
+        scale: 1.0,
+        unit: "µs",
+        higher_is_better: false,
+    },
+    TableDef {
+        workload: Workload::Wakeup,
+        metric: "wake_p50_us",
+        title: "Wakeup latency (cyclictest, SCHED_OTHER): p50",
+        scale: 1.0,
+        unit: "µs",
+        higher_is_better: false,
+    },
+    TableDef {
+        workload: Workload::Mixed,
+        metric: "tok_s",
+        title: "Mixed process (decode + helper threads): launcher tokens per second",
+        scale: 1.0,
+        unit: "tok/s",
+        higher_is_better: true,
+    },
+    TableDef {
+        workload: Workload::Mixed,
+        metric: "helper_iters_s",
+        title: "Mixed process: helper threads' work",
+        scale: 1e-6,
+        unit: "M iters/s",
+        higher_is_better: true,
+    },
+    TableDef {
+        workload: Workload::Mixed,
+        metric: "sched_per_1k",
+        title: "Mixed process: Sched/1K of the launcher",
+        scale: 1.0,
+        unit: "",
+        higher_is_better: false,
+    },
+];
+
+/// Noise metrics: (metric, label, scenarios that have it).
+pub const NOISE: &[(&str, &str, &[Scenario])] = &[
+    (
+        "cpu_bogo_ops_s",
+        "stress-ng bogo-ops/s",
+        &[Scenario::Cpu1x, Scenario::Cpu4x, Scenario::Heavy],
+    ),
+    (
+        "net_gbit_s",
+        "iperf3 Gbit/s",
+        &[Scenario::Net, Scenario::Heavy],
+    ),
+    ("disk_iops", "fio IOPS", &[Scenario::Disk, Scenario::Heavy]),
+];
+
+fn fmt_num(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e6 {
+        format!("{:.3e}", v)
+    } else if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn fmt_ratio(r: Option<f64>) -> String {
+    r.map(|r| format!("{r:.2}")).unwrap_or_else(|| "–".into())
+}
+
+/// One table cell: `median (min–max)` and the ratios.
+fn cell_text(a: Option<&Aggregate>, scale: f64, show_base: bool, show_eevdf: bool) -> String {
+    let Some(a) = a else {
+        return "missing".into();
+    };
+    let s = &a.summary;
+    let mut t = format!(
+        "{} ({}–{})",
+        fmt_num(s.median * scale),
+        fmt_num(s.min * scale),
+        fmt_num(s.max * scale)
+    );
+    let mut r = vec![];
+    if show_base {
+        r.push(format!("b {}", fmt_ratio(a.vs_baseline)));
+    }
+    if show_eevdf {
+        r.push(format!("e {}", fmt_ratio(a.vs_eevdf)));
+    }
+    if !r.is_empty() {
+        t += "<br>";
+        t += &r.join(" · ");
+    }
+    t
+}
+
+fn header_row(first: &str, cols: &[String]) -> String {
+    let mut s = format!("| {first} |");
+    for c in cols {
+        s += &format!(" {c} |");
+    }
+    s += "\n|---|";
+    for _ in cols {
+        s += "---|";
+    }
+    s + "\n"
+}
+
+fn headline_scenario(p: &Plan) -> Scenario {
+    if p.scenarios.contains(&Scenario::Cpu4x) {
+        Scenario::Cpu4x
+    } else {
+        p.scenarios
+            .iter()
+            .copied()
+            .find(|s| *s != Scenario::Baseline)
+            .unwrap_or(Scenario::Baseline)
+    }
+}
+
+/// report.md. `plots` are the PNG file names (same directory).
+pub fn markdown(r: &Results, plots: &[(String, String)]) -> String {
+    let p = &r.plan;
+    let mut md = String::new();
+    let scheds: Vec<String> = p.schedulers.iter().map(|s| s.name()).collect();
+    let scens: Vec<String> = p.scenarios.iter().map(|s| s.name()).collect();
+    let _ = writeln!(md, "# scx_express bench: {} preset\n", p.preset.name());
+    let _ = writeln!(
+        md,
+        "> **Caveat:** the VMs run under QEMU TCG (software emulation). TCG timings \
+         count only as ratios within one run: compare schedulers and scenarios of \
+         this report with each other, never with absolute numbers from elsewhere \
+         or from another run (they move by up to 30% between boots).\n"
+    );
+    let _ = writeln!(md, "- Date: {} (UTC)", r.date);
+    let _ = writeln!(md, "- Guest kernel: {}", r.kernel);
+    let _ = writeln!(
+        md,
+        "- VMs: {} vCPUs, {} memory, one boot per scheduler",
+        p.smp, p.mem
+    );
+    let _ = writeln!(
+        md,
+        "- Host: {}",
+        if r.host.is_empty() {
+            "unknown"
+        } else {
+            &r.host
+        }
+    );
+    let _ = writeln!(md, "- Command: `{}`", p.command);
+    if !p.source_version.is_empty() {
+        let _ = writeln!(md, "- Source (git describe): {}", p.source_version);
+    }
+    let _ = writeln!(
+        md,
+        "- Plan: schedulers {}; scenarios {}; workloads {}; {} repeat(s) of {} s per cell \
+         (noise starts {} s before the workload); express config `{}`",
+        scheds.join(", "),
+        scens.join(", "),
+        p.workloads
+            .iter()
+            .map(|w| w.name())
+            .collect::<Vec<_>>()
+            .join(", "),
+        p.repeats,
+        p.duration_s,
+        p.warm_s,
+        p.express_config
+    );
+    let missing = r.missing_cells();
+    let _ = writeln!(
+        md,
+        "- Cells: {} of {} ok",
+        r.expected_cells() - missing.len(),
+        r.expected_cells()
+    );
+    // Missing or failed cells, grouped by reason.
+    let mut why: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for m in &missing {
+        let (cell, reason) = m.split_once(": ").unwrap_or((m, ""));
+        why.entry(reason).or_default().push(cell);
+    }
+    for (reason, cells) in why {
+        let _ = writeln!(
+            md,
+            "  - {} missing or failed ({reason}): {}",
+            cells.len(),
+            cells.join(", ")
+        );
+    }
+    md += "\n";
+
+    // Headline.
+    let h = headline_scenario(p);
+    let _ = writeln!(md, "## Summary ({} vs baseline)\n", h.name());
+    let _ = writeln!(
+        md,
+        "Medians over repeats. Retention = {h} ÷ the same scheduler's baseline; \
+         noise = the noise's throughput during the decode cells ÷ EEVDF's (cost to \
+         others: below 1 means the scheduler took CPU from the noise).\n",
+        h = h.name()
+    );
+    let cols = [
+        "decode tok/s retention",
+        "mixed tok/s retention",
+        "agent tail p99 (µs)",
+        "wakeup p99 (µs)",
+        "noise ÷ EEVDF",
+        "scheduler CPU %",
+    ];
+    md += &header_row(
+        "scheduler",
+        &cols.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+    );
+    for &s in &p.schedulers {
+        let g = |w, m: &str| r.get(s, h, w, m);
+        let noise_metric = match h {
+            Scenario::Net => "net_gbit_s",
+            Scenario::Disk => "disk_iops",
+            _ => "cpu_bogo_ops_s",
+        };
+        let cpu = Summary::of(
+            &r.cells
+                .iter()
+                .filter(|c| c.ok && c.sched == s)
+                .filter_map(|c| c.measured.metrics.get("sched_cpu_pct").copied())
+                .collect::<Vec<_>>(),
+        );
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            s.name(),
+            fmt_ratio(g(Workload::Decode, "tok_s").and_then(|a| a.vs_baseline)),
+            fmt_ratio(g(Workload::Mixed, "tok_s").and_then(|a| a.vs_baseline)),
+            g(Workload::Agent, "tail_p99_us")
+                .map(|a| fmt_num(a.summary.median))
+                .unwrap_or("–".into()),
+            g(Workload::Wakeup, "wake_p99_us")
+                .map(|a| fmt_num(a.summary.median))
+                .unwrap_or("–".into()),
+            fmt_ratio(g(Workload::Decode, noise_metric).and_then(|a| a.vs_eevdf)),
+            cpu.map(|c| format!("{:.1}", c.median))
+                .unwrap_or("–".into()),
+        );
+    }
+    md += "\n";
+
+    if !plots.is_empty() {
+        md += "## Plots\n\n";
+        for (file, title) in plots {
+            let _ = writeln!(md, "**{title}**\n\n![{title}]({file})\n");
+        }
+    }
+
+    md += "## Tables\n\n";
+    md += "Each cell: median (min–max) over repeats; `b` = median ÷ the same \
+           scheduler's baseline median, `e` = median ÷ EEVDF's median in the same \
+           scenario. `missing` = no successful cell.\n\n";
+    for t in TABLES.iter().filter(|t| p.workloads.contains(&t.workload)) {
+        let unit = if t.unit.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", t.unit)
+        };
+        let _ = writeln!(
+            md,
+            "### {}{unit}\n\n{} is better.\n",
+            t.title,
+            if t.higher_is_better {
+                "Higher"
+            } else {
+                "Lower"
+            }
+        );
+        md += &header_row("scheduler", &scens);
+        for &s in &p.schedulers {
+            let _ = write!(md, "| {} |", s.name());
+            for &c in &p.scenarios {
+                let a = r.get(s, c, t.workload, t.metric);
+                let _ = write!(
+                    md,
+                    " {} |",
+                    cell_text(a, t.scale, c != Scenario::Baseline, s != Sched::Eevdf)
+                );
+            }
+            md += "\n";
+        }
+        md += "\n";
+    }
+
+    // Cost to others.
+    let noisy: Vec<(&str, &str, Scenario)> = NOISE
+        .iter()
+        .flat_map(|(m, l, sc)| sc.iter().map(move |s| (*m, *l, *s)))
+        .filter(|(_, _, s)| p.scenarios.contains(s))
+        .collect();
+    if !noisy.is_empty() {
+        md += "### Cost to others: the noise's own throughput\n\n\
+               Higher is better for the noise; `e` = ÷ EEVDF in the same scenario \
+               and workload.\n\n";
+        let cols: Vec<String> = noisy
+            .iter()
+            .map(|(_, l, s)| format!("{}: {l}", s.name()))
+            .collect();
+        for &w in &p.workloads {
+            let _ = writeln!(md, "During **{}**:\n", w.name());
+            md += &header_row("scheduler", &cols);
+            for &s in &p.schedulers {
+                let _ = write!(md, "| {} |", s.name());
+                for (m, _, c) in &noisy {
+                    let _ = write!(
+                        md,
+                        " {} |",
+                        cell_text(r.get(s, *c, w, m), 1.0, false, s != Sched::Eevdf)
+                    );
+                }
+                md += "\n";
+            }
+            md += "\n";
+        }
+    }
+
+    // The scheduler's own CPU time.
+    md += "### The scheduler's own CPU time (% of one CPU, all workloads pooled)\n\n\
+           utime+stime of the scheduler process over each cell ÷ the cell's wall \
+           time; 0 for EEVDF and its variants.\n\n";
+    md += &header_row("scheduler", &scens);
+    for &s in &p.schedulers {
+        let _ = write!(md, "| {} |", s.name());
+        for &c in &p.scenarios {
+            let v: Vec<f64> = r
+                .cells
+                .iter()
+                .filter(|x| x.ok && x.sched == s && x.scenario == c)
+                .filter_map(|x| x.measured.metrics.get("sched_cpu_pct").copied())
+                .collect();
+            let _ = write!(
+                md,
+                " {} |",
+                Summary::of(&v)
+                    .map(|x| format!("{:.1} ({:.1}–{:.1})", x.median, x.min, x.max))
+                    .unwrap_or("missing".into())
+            );
+        }
+        md += "\n";
+    }
+    md += "\n";
+
+    // Boots and classification.
+    md += "## Boots\n\n| scheduler | ops | attach | boots | cells failed | state at end | scheduler CPU (s) | bench wall (s) |\n|---|---|---|---|---|---|---|---|\n";
+    for &s in &p.schedulers {
+        let b = r.boots.iter().find(|b| b.sched == s.name());
+        let i = |k: &str| b.and_then(|b| b.info.get(k)).cloned().unwrap_or("?".into());
+        let f = |k: &str| {
+            b.and_then(|b| b.final_.get(k))
+                .cloned()
+                .unwrap_or("?".into())
+        };
+        let cs = |v: String| {
+            v.parse::<f64>()
+                .map(|x| format!("{:.1}", x / 100.0))
+                .unwrap_or(v)
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} s | {} | {} | {} | {} | {} |",
+            s.name(),
+            i("ops"),
+            cs(i("attach_cs")),
+            i("attempt"),
+            f("failed_cells"),
+            f("state_at_end"),
+            cs(f("sched_ticks")),
+            cs(f("wall_cs")),
+        );
+    }
+    md += "\n";
+    let classified: Vec<&CellResult> = r
+        .cells
+        .iter()
+        .filter(|c| {
+            c.sched == Sched::Express && matches!(c.workload, Workload::Decode | Workload::Mixed)
+        })
+        .collect();
+    if !classified.is_empty() {
+        let gpu = classified
+            .iter()
+            .filter(|c| c.measured.class.as_deref() == Some("gpu"))
+            .count();
+        let _ = writeln!(
+            md,
+            "Classification: `scx_express ps`, 0.5 s into each express decode and mixed \
+             cell (and once more 1 s later if the launcher was not `gpu` yet), showed \
+             the launcher thread as `gpu` in {gpu} of {} cells (CUDA uprobes on the \
+             stand-in libcuda.so.1 alone). The agent loop is opt-in: \
+             the bench marks it with `scx_express mark --tid TID --class agent`.\n",
+            classified.len()
+        );
+    }
+    md += "## Method\n\n\
+           One VM boot per scheduler runs every repeat × scenario × workload cell \
+           (repeats outermost). In a cell the noise starts, the workload measures \
+           for the planned seconds, and the noise stops by its own time limit. \
+           Noise: cpu1x/cpu4x = `stress-ng --cpu N --cpu-method fft` with N = 1×/4× \
+           vCPUs; net = iperf3 server and client over loopback, 10 parallel \
+           streams; disk = fio randwrite bs=4k iodepth=32 numjobs=4 on an emulated \
+           NVMe scratch disk (libaio, O_DIRECT); heavy = cpu4x + net + disk. \
+           eevdf-nice runs the workload under `taskset` (first quarter of the \
+           vCPUs, at least one) and `nice -n -10`; eevdf-fifo under `chrt -f 10` \
+           (cyclictest with `-p 10`). Workloads: `decode` (100 launches + 1 sync per \
+           token against the stand-in libcuda.so.1), `agent` (2 ms tool reply, \
+           then a CPU burst; local tail = reply read − server send), `wakeup` \
+           (cyclictest, one SCHED_OTHER thread, 1 ms interval), `mixed` (`decode \
+           --helpers N`, N = vCPUs). Raw numbers of every cell are in \
+           `results.json`.\n";
+    md
+}
+
+/// Problems with a report directory (empty: complete and well formed).
+pub fn check_dir(dir: &Path) -> Result<Vec<String>> {
+    let mut problems = vec![];
+    let path = dir.join("results.json");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let r: Results = match serde_json::from_str(&text) {
+        Ok(r) => r,
+        Err(e) => return Ok(vec![format!("results.json does not parse: {e}")]),
+    };
+    problems.extend(r.missing_cells());
+    if r.cells.len() != r.expected_cells() {
+        problems.push(format!(
+            "results.json has {} cells, the plan {}",
+            r.cells.len(),
+            r.expected_cells()
+        ));
+    }
+    let p = &r.plan;
+    for t in TABLES.iter().filter(|t| p.workloads.contains(&t.workload)) {
+        if t.metric == "helper_iters_s" && p.helpers == 0 {
+            continue;
+        }
+        for &s in &p.schedulers {
+            for &c in &p.scenarios {
+                match r.get(s, c, t.workload, t.metric) {
+                    None => problems.push(format!(
+                        "no {} for {}/{}/{}",
+                        t.metric,
+                        s.name(),
+                        c.name(),
+                        t.workload.name()
+                    )),
+                    Some(a) => {
+                        if !a.summary.median.is_finite()
+                            || a.summary.values.len() != p.repeats as usize
+                        {
+                            problems.push(format!(
+                                "{} of {}/{}/{}: {:?}",
+                                t.metric,
+                                s.name(),
+                                c.name(),
+                                t.workload.name(),
+                                a.summary.values
+                            ));
+                        }
+                        if a.vs_baseline.is_none()
+                            || (p.schedulers.contains(&Sched::Eevdf) && a.vs_eevdf.is_none())
+                        {
+                            problems.push(format!(
+                                "{} of {}/{}/{}: a ratio is missing",
+                                t.metric,
+                                s.name(),
+                                c.name(),
+                                t.workload.name()
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for (m, _, scens) in NOISE {
+        for &c in scens.iter().filter(|c| p.scenarios.contains(c)) {
+            for &s in &p.schedulers {
+                for &w in &p.workloads {
+                    if r.get(s, c, w, m).is_none() {
+                        problems.push(format!("no {m} for {}/{}/{}", s.name(), c.name(), w.name()));
+                    }
+                }
+            }
+        }
+    }
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap_or_default();
+    if md.is_empty() {
+        problems.push("report.md is missing or empty".into());
+    }
+    if md.contains("| missing") || md.contains(" missing |") {
+        problems.push("report.md has missing table cells".into());
+    }
+    for s in &p.schedulers {
+        let rows = md
+            .lines()
+            .filter(|l| l.starts_with(&format!("| {} |", s.name())))
+            .count();
+        if rows == 0 {
+            problems.push(format!("report.md has no row for {}", s.name()));
+        }
+    }
+    if !md.contains("TCG timings count only as ratios within one run") {
+        problems.push("report.md lacks the TCG caveat".into());
+    }
+    for png in super::plot::FILES {
+        let path = dir.join(png);
+        match std::fs::read(&path) {
+            Ok(b) if b.len() > 1000 && b.starts_with(b"\x89PNG\r\n\x1a\n") => {}
+            Ok(b) => problems.push(format!("{png}: not a PNG or too small ({} bytes)", b.len())),
+            Err(e) => problems.push(format!("{png}: {e}")),
+        }
+        if !md.contains(&format!("]({png})")) {
+            problems.push(format!("report.md does not show {png}"));
+        }
+    }
+    Ok(problems)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::parse::tests::{cell_text as raw_cell, AGENT, CYC, DECODE, STRESS};
+    use super::super::{BenchArgs, Preset};
+    use super::*;
+
+    fn smoke_plan() -> Plan {
+        let a = BenchArgs {
+            preset: Preset::Smoke,
+            schedulers: None,
+            scenarios: None,
+            workloads: None,
+            repeats: Some(3),
+            duration: None,
+            smp: None,
+            out: None,
+            bundle: None,
+            from_logs: None,
+            check: None,
+            repo: None,
+            peers_dir: None,
+        };
+        Plan::from_args(
+            &a,
+            Path::new("configs/default.toml"),
+            "scx_express bench --preset smoke".into(),
+        )
+        .unwrap()
+    }
+
+    /// Raw cells for a plan; decode tok/s = base × factor(sched, scenario) + repeat.
+    fn raw_cells(p: &Plan, skip: Option<(Sched, u32)>) -> Vec<RawCell> {
+        let mut v = vec![];
+        for &s in &p.schedulers {
+            v.push(RawCell::info(
+                &s.name(),
+                "kernel=7.2.13\nsmp=2\nattach_cs=150\nops=x\nattempt=1\n",
+            ));
+            v.push(RawCell::final_(
+                &s.name(),
+                "failed_cells=0\nstate_at_end=enabled\nsched_ticks=300\nwall_cs=6000\n---\nlog\n",
+            ));
+            for &c in &p.scenarios {
+                for &w in &p.workloads {
+                    for r in 1..=p.repeats {
+                        if skip == Some((s, r)) && w == Workload::Agent {
+                            continue;
+                        }
+                        let tok = match (s, c) {
+                            (_, Scenario::Baseline) => 400.0,
+                            (Sched::Eevdf, _) => 100.0,
+                            _ => 360.0,
+                        } + r as f64;
+                        let decode = DECODE.replace("412.5", &tok.to_string());
+                        let mut files: Vec<(&str, &str)> = match w {
+                            Workload::Decode | Workload::Mixed => vec![("workload.out", &decode)],
+                            Workload::Agent => vec![("workload.out", AGENT)],
+                            Workload::Wakeup => vec![("cyclictest.json", CYC)],
+                        };
+                        if c != Scenario::Baseline {
+                            files.push(("stress.yaml", STRESS));
+                        }
+                        let t = raw_cell(&s.name(), &c.name(), &w.name(), r, &files);
+                        v.push(parse::split_cell(&t).unwrap());
+                    }
+                }
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn summary_median_and_range() {
+        let s = Summary::of(&[3.0, 1.0, 2.0]).unwrap();
+        assert_eq!((s.median, s.min, s.max), (2.0, 1.0, 3.0));
+        assert_eq!(Summary::of(&[4.0, 1.0, 2.0, 3.0]).unwrap().median, 2.5);
+        assert!(Summary::of(&[f64::NAN]).is_none());
+        assert!(Summary::of(&[]).is_none());
+    }
+
+    #[test]
+    fn dates() {
+        assert_eq!(civil_date(0), "1970-01-01");
+        assert_eq!(civil_date(19_723), "2024-01-01");
+        assert_eq!(civil_date(20_513), "2026-03-01");
+    }
+
+    #[test]
+    fn aggregation_and_ratios() {
+        let p = smoke_plan();
+        let r = Results::build(&p, raw_cells(&p, None), "test host".into());
+        assert_eq!(r.cells.len(), r.expected_cells());
+        assert!(r.missing_cells().is_empty(), "{:?}", r.missing_cells());
+        assert_eq!(r.kernel, "7.2.13");
+        let e = r
+            .get(Sched::Eevdf, Scenario::Cpu4x, Workload::Decode, "tok_s")
+            .unwrap();
+        assert_eq!(e.summary.values, vec![101.0, 102.0, 103.0]);
+        assert_eq!(e.summary.median, 102.0);
+        assert!((e.vs_baseline.unwrap() - 102.0 / 402.0).abs() < 1e-12);
+        assert_eq!(e.vs_eevdf, Some(1.0));
+        let x = r
+            .get(Sched::Express, Scenario::Cpu4x, Workload::Decode, "tok_s")
+            .unwrap();
+        assert!((x.vs_eevdf.unwrap() - 362.0 / 102.0).abs() < 1e-12);
+        assert!((x.vs_baseline.unwrap() - 362.0 / 402.0).abs() < 1e-12);
+        // Noise: only where there was noise; no baseline ratio.
+        let n = r
+            .get(
+                Sched::Express,
+                Scenario::Cpu4x,
+                Workload::Agent,
+                "cpu_bogo_ops_s",
+            )
+            .unwrap();
+        assert_eq!(n.vs_eevdf, Some(1.0));
+        assert!(r
+            .get(
+                Sched::Express,
+                Scenario::Baseline,
+                Workload::Agent,
+                "cpu_bogo_ops_s"
+            )
+            .is_none());
+
+        let md = markdown(&r, &[("tokps-retention.png".into(), "t".into())]);
+        assert!(md.contains("TCG timings count only as ratios within one run"));
+        assert!(md.contains("| express | 0.90 |"), "{md}");
+        assert!(md.contains("362 (361–363)<br>b 0.90 · e 3.55"), "{md}");
+        assert!(!md.contains(" missing |"), "{md}");
+        assert!(md.contains("![t](tokps-retention.png)"));
+    }
+
+    #[test]
+    fn cells_outside_the_plan_are_left_out() {
+        let p = smoke_plan();
+        let raw = raw_cells(&p, None);
+        let mut only_express = p.clone();
+        only_express.schedulers = vec![Sched::Express];
+        let r = Results::build(&only_express, raw, String::new());
+        assert_eq!(r.cells.len(), r.expected_cells());
+        assert!(r.cells.iter().all(|c| c.sched == Sched::Express));
+        assert_eq!(r.boots.len(), 1);
+        // No EEVDF in the plan: no EEVDF ratios, own-baseline ratios stay.
+        let a = r
+            .get(Sched::Express, Scenario::Cpu4x, Workload::Decode, "tok_s")
+            .unwrap();
+        assert!(a.vs_eevdf.is_none() && a.vs_baseline.is_some());
+    }
+
+    #[test]
+    fn missing_cells_are_reported() {
+        let p = smoke_plan();
+        let r = Results::build(&p, raw_cells(&p, Some((Sched::Express, 2))), String::new());
+        let m = r.missing_cells();
+        assert_eq!(m.len(), 2, "{m:?}");
+        assert!(m[0].starts_with("express/baseline/agent/r2: missing"));
+        // Two of three repeats still aggregate.
+        let a = r
+            .get(
+                Sched::Express,
+                Scenario::Cpu4x,
+                Workload::Agent,
+                "tail_p99_us",
+            )
+            .unwrap();
+        assert_eq!(a.summary.values.len(), 2);
+        assert!(markdown(&r, &[]).contains(
+            "2 missing or failed (missing): express/baseline/agent/r2, express/cpu4x/agent/r2"
+        ));
+    }
+
+    #[test]
+    fn check_dir_flags_an_incomplete_report() {
+        let dir = std::env::temp_dir().join(format!("bench-check-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = smoke_plan();
+        let r = Results::build(&p, raw_cells(&p, Some((Sched::Eevdf, 1))), String::new());
+        super::super::write_json(&dir.join("results.json"), &r).unwrap();
+        std::fs::write(dir.join("report.md"), markdown(&r, &[])).unwrap();
+        let problems = check_dir(&dir).unwrap();
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("eevdf/baseline/agent/r1: missing")),
+            "{problems:?}"
+        );
+        assert!(
+            problems.iter().any(|p| p.contains("tokps-retention.png")),
+            "{problems:?}"
+        );
+        std::fs::write(dir.join("results.json"), "{").unwrap();
+        assert!(check_dir(&dir).unwrap()[0].contains("does not parse"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

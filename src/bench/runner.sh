@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Runner of an `scx_express bench --bundle DIR` bundle: boots one QEMU (TCG)
+# VM per scheduler from the bundle's own QEMU, kernel and initramfs, several
+# at once, and leaves each console log in OUTDIR/<sched>.log with plan.json
+# beside them. Then, where scx_express lives:
+#   scx_express bench --from-logs OUTDIR --out RESULTS
+# Needs only bash, coreutils and a glibc at least as new as the bundle's
+# builder's (Debian bookworm). A boot that ends without a result (guest
+# panic, hang) is booted once more.
+set -uo pipefail
+
+usage() {
+    cat <<EOF
+usage: $0 [--smp N] [--jobs J] [--append ARGS] OUTDIR SCHED...
+  --smp N        vCPUs per VM (default: plan.json's)
+  --jobs J       VMs at once (default: all; each VM keeps N host threads busy)
+  --append ARGS  extra kernel command line, e.g. "bench.repeat_from=2 bench.repeat_to=3"
+  SCHED          eevdf eevdf-nice eevdf-fifo express rustland bpfland lavd cosmos
+EOF
+}
+
+B=$(cd "$(dirname "$0")" && pwd)
+smp='' jobs=0 append=''
+while [ $# -gt 0 ]; do
+    case $1 in
+    --smp) smp=${2:?}; shift ;;
+    --jobs) jobs=${2:?}; shift ;;
+    --append) append=${2:?}; shift ;;
+    -h | --help) usage; exit 0 ;;
+    -*) usage >&2; exit 2 ;;
+    *) break ;;
+    esac
+    shift
+done
+[ $# -ge 2 ] || { usage >&2; exit 2; }
+out=$1
+shift
+mkdir -p "$out"
+cp "$B/plan.json" "$out/plan.json"
+# SMP, MEM, DISK (empty: no disk), GUEST_TIMEOUT, written by the bundler.
+# shellcheck source=/dev/null
+. "$B/vm.env"
+[ -n "$smp" ] || smp=$SMP
+mem=$MEM disk=$DISK
+# The guest enforces its own limit; the host allows it plus a margin.
+limit=$((GUEST_TIMEOUT + 120))
+[ "$jobs" -gt 0 ] 2>/dev/null || jobs=$#
+
+export QEMU_MODULE_DIR=$B/qemu/modules
+
+# boot SCHED ATTEMPT: one VM, console to OUTDIR/SCHED.ATTEMPT.log.
+boot() {
+    local s=$1 a=$2 img="$out/.disk-$1.img" dargs=()
+    if [ -n "$disk" ]; then
+        rm -f "$img"
+        truncate -s "$disk" "$img"
+        dargs=(-drive "file=$img,if=none,id=scratch,format=raw,cache=unsafe"
+            -device "nvme,drive=scratch,serial=bench-scratch")
+    fi
+    timeout -k 10 "$limit" env LD_LIBRARY_PATH="$B/qemu/lib" "$B/qemu/qemu-system-x86_64" \
+        -L "$B/qemu/fw" -accel tcg,thread=multi -cpu max -smp "$smp" -m "$mem" \
+        -nodefaults -no-user-config -nographic -serial stdio -monitor none \
+        -no-reboot -nic none -vga none "${dargs[@]}" \
+        -kernel "$B/vmlinuz" -initrd "$B/initrd.xz" \
+        -append "console=ttyS0 quiet panic=-1 vmtest.attempt=$a bench.sched=$s $append" \
+        </dev/null 2>&1 | sed -u 's/\r$//; s/\x1b\[[0-9;?]*[A-Za-z]//g; s/\x1bc//g' >"$out/$s.$a.log"
+    rm -f "$img"
+}
+
+# one SCHED: boot, and boot again if the guest died without a result.
+one() {
+    local s=$1 t0=$SECONDS
+    boot "$s" 1
+    cp "$out/$s.1.log" "$out/$s.log"
+    if ! grep -aq '@@VMTEST-RESULT rc=' "$out/$s.1.log"; then
+        echo "runner: $s: VM DIED without a result after $((SECONDS - t0)) s; booting once more" >&2
+        tail -n 20 "$out/$s.1.log" | sed 's/^/  | /' >&2
+        boot "$s" 2
+        cat "$out/$s.2.log" >>"$out/$s.log"
+    fi
+    rm -f "$out/$s".[12].log
+    echo "runner: $s: $(grep -ao '@@VMTEST-RESULT rc=[0-9]*@@' "$out/$s.log" | tail -n 1 || echo 'no result') after $((SECONDS - t0)) s" >&2
+}
+
+echo "$(uname -srm), $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)" >"$out/host.txt"
+echo "runner: $# VM(s), $jobs at a time, smp=$smp mem=$mem, kernel $(cat "$B/kernel-version")" >&2
+running=0
+for s in "$@"; do
+    one "$s" &
+    running=$((running + 1))
+    if [ "$running" -ge "$jobs" ]; then
+        wait -n
+        running=$((running - 1))
+    fi
+done
+wait
+echo "runner: done; logs in $out" >&2
