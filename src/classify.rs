@@ -383,6 +383,19 @@ pub fn spawn_scanner(
     Ok(rx)
 }
 
+/// Starts library discovery and rules for a task-class map, as configured.
+pub fn start_discovery(
+    cfg: &crate::config::ClassifyConfig,
+    task_class: MapHandle,
+) -> Result<Receiver<FoundLibrary>> {
+    spawn_scanner(
+        ProbeSpec::from_config(cfg)?,
+        RuleEngine::new(&cfg.rules)?,
+        TaskMap::new(task_class),
+        Duration::from_millis(cfg.scan_interval_ms),
+    )
+}
+
 /// `scx_express mark`: sets (or clears) the class of threads.
 pub fn mark(
     pid: Option<i32>,

@@ -738,29 +738,31 @@ mod tests {
         }
     }
 
-    #[test]
-    fn launch_probes_are_duty_cycled() {
-        let mut a = FakeAttacher(vec![]);
-        let mut m = ProbeManager::new(Duration::from_millis(100), Duration::from_secs(1));
-        let lib = FoundLibrary {
+    /// A library with one launch and one sync probe point.
+    fn launch_and_sync_library() -> FoundLibrary {
+        let point = |symbol: &str, offset, kind| ProbePoint {
+            symbol: symbol.into(),
+            offset,
+            kind,
+        };
+        FoundLibrary {
             dev: 1,
             ino: 2,
             file: std::sync::Arc::new(File::open("/proc/self/stat").unwrap()),
             open_path: "/l".into(),
             mapped_path: "/l".into(),
             points: vec![
-                ProbePoint {
-                    symbol: "launch".into(),
-                    offset: 1,
-                    kind: ProbeKind::Launch,
-                },
-                ProbePoint {
-                    symbol: "sync".into(),
-                    offset: 2,
-                    kind: ProbeKind::Sync,
-                },
+                point("launch", 1, ProbeKind::Launch),
+                point("sync", 2, ProbeKind::Sync),
             ],
-        };
+        }
+    }
+
+    #[test]
+    fn launch_probes_are_duty_cycled() {
+        let mut a = FakeAttacher(vec![]);
+        let mut m = ProbeManager::new(Duration::from_millis(100), Duration::from_secs(1));
+        let lib = launch_and_sync_library();
         m.add_library(&mut a, lib);
         assert_eq!(a.0, vec!["sync"], "only the permanent probe at once");
         let t0 = Instant::now();
@@ -781,25 +783,7 @@ mod tests {
     fn always_on_attaches_launch_probes_permanently() {
         let mut a = FakeAttacher(vec![]);
         let mut m = ProbeManager::always_on();
-        let lib = FoundLibrary {
-            dev: 1,
-            ino: 2,
-            file: std::sync::Arc::new(File::open("/proc/self/stat").unwrap()),
-            open_path: "/l".into(),
-            mapped_path: "/l".into(),
-            points: vec![
-                ProbePoint {
-                    symbol: "launch".into(),
-                    offset: 1,
-                    kind: ProbeKind::Launch,
-                },
-                ProbePoint {
-                    symbol: "sync".into(),
-                    offset: 2,
-                    kind: ProbeKind::Sync,
-                },
-            ],
-        };
+        let lib = launch_and_sync_library();
         m.add_library(&mut a, lib);
         assert_eq!(a.0, vec!["launch", "sync"]);
         assert_eq!(m.counts().permanent, 2);

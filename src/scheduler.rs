@@ -19,11 +19,11 @@ use scx_utils::Topology;
 
 use crate::bpf_intf;
 use crate::bpf_skel::{BpfSkel, BpfSkelBuilder};
-use crate::classify::{self, Pins, RuleEngine, TaskMap};
+use crate::classify::{self, Pins};
 use crate::config::{Config, ConfigSource, Scope};
 use crate::fair::{Decision, FairParams, FairPolicy, Runnable};
 use crate::preflight;
-use crate::probes::{Attacher, FoundLibrary, ProbeKind, ProbeManager, ProbePoint, ProbeSpec};
+use crate::probes::{Attacher, FoundLibrary, ProbeKind, ProbeManager, ProbePoint};
 use crate::stats::{ClassMetrics, CpuMetrics, Metrics, SharedMetrics};
 
 const US: u64 = 1_000;
@@ -165,12 +165,9 @@ impl<'a> Scheduler<'a> {
             (classify::PIN_TASK_CTXS, &mut skel.maps.task_ctxs),
             (classify::PIN_PROC_CLASS, &mut skel.maps.proc_class),
         ])?;
-        let class_map = TaskMap::new(libbpf_rs::MapHandle::try_from(&skel.maps.task_class)?);
-        let new_libraries = classify::spawn_scanner(
-            ProbeSpec::from_config(&cfg.classify)?,
-            RuleEngine::new(&cfg.classify.rules)?,
-            class_map,
-            Duration::from_millis(cfg.classify.scan_interval_ms),
+        let new_libraries = classify::start_discovery(
+            &cfg.classify,
+            libbpf_rs::MapHandle::try_from(&skel.maps.task_class)?,
         )?;
         let probes = ProbeManager::new(
             Duration::from_millis(cfg.classify.launch_window_ms),

@@ -24,9 +24,9 @@ use libbpf_rs::{MapCore, MapFlags, RingBufferBuilder, UprobeOpts};
 use log::{info, warn};
 
 use crate::bpf_intf;
-use crate::classify::{self, RuleEngine, Source, TaskMap};
+use crate::classify::{self, Source, TaskMap};
 use crate::config::{ClassName, Config, Scope};
-use crate::probes::{Attacher, ProbeKind, ProbeManager, ProbePoint, ProbeSpec};
+use crate::probes::{Attacher, ProbeKind, ProbeManager, ProbePoint};
 use crate::trace_report::{
     self as report, Analyzer, Event, IrqRow, PointInfo, PointRow, Report, WindowSim,
 };
@@ -294,12 +294,9 @@ pub fn run(args: &TraceArgs, cfg: &Config, shutdown: &AtomicBool, verbose: bool)
     }
 
     // Discovery and rules, as in the scheduler.
-    let class_map = TaskMap::new(libbpf_rs::MapHandle::try_from(&skel.maps.task_class)?);
-    let new_libraries = classify::spawn_scanner(
-        ProbeSpec::from_config(&cfg.classify)?,
-        RuleEngine::new(&cfg.classify.rules)?,
-        class_map,
-        Duration::from_millis(cfg.classify.scan_interval_ms),
+    let new_libraries = classify::start_discovery(
+        &cfg.classify,
+        libbpf_rs::MapHandle::try_from(&skel.maps.task_class)?,
     )?;
     let mut probes = match args.probe_policy {
         ProbePolicy::Full => ProbeManager::always_on(),
