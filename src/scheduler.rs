@@ -430,11 +430,14 @@ impl<'a> Scheduler<'a> {
                 self.add_user_submitted(sent);
             }
             self.service_probes();
-            if reload.swap(false, Ordering::Relaxed) {
+            // A reload also refreshes the stats at once, so that readers see
+            // counters of the new config, not a snapshot from before it.
+            let reloaded = reload.swap(false, Ordering::Relaxed) && {
                 self.reload(source);
-            }
+                true
+            };
 
-            if last_housekeeping.elapsed() >= HOUSEKEEPING {
+            if reloaded || last_housekeeping.elapsed() >= HOUSEKEEPING {
                 last_housekeeping = Instant::now();
                 let dropped = self.policy.prune(now, FORGET_AFTER_NS);
                 if dropped > 0 {
