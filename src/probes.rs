@@ -587,6 +587,13 @@ impl<L: Send + 'static> ProbeManager<L> {
         Some(self.window_end.unwrap_or(self.next_window))
     }
 
+    /// How long a caller polling for events may sleep, at most `max`, and
+    /// still call `tick` in time for the next window to open or close.
+    pub fn poll_timeout(&self, max: Duration) -> Duration {
+        self.next_deadline()
+            .map_or(max, |t| t.saturating_duration_since(Instant::now()).min(max))
+    }
+
     /// Opens or closes the launch window as time passes.
     pub fn tick<A: Attacher<Link = L>>(&mut self, a: &mut A, now: Instant) {
         if let Some(end) = self.window_end {
@@ -792,27 +799,43 @@ mod tests {
         assert_eq!(m.counts().windows, 0);
     }
 
-    /// A link whose detach takes a while, like a real uprobe's.
-    struct SlowLink(std::sync::Arc<std::sync::atomic::AtomicUsize>);
-    impl Drop for SlowLink {
+    /// A link whose detach blocks until the test opens the gate, like a
+    /// real uprobe's (an RCU grace period). It counts detaches begun and done.
+    #[derive(Default)]
+    struct Gate {
+        open: std::sync::Mutex<bool>,
+        opened: std::sync::Condvar,
+        begun: std::sync::atomic::AtomicUsize,
+        done: std::sync::atomic::AtomicUsize,
+    }
+    struct GatedLink(std::sync::Arc<Gate>);
+    impl Drop for GatedLink {
         fn drop(&mut self) {
-            std::thread::sleep(Duration::from_millis(100));
-            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            use std::sync::atomic::Ordering::SeqCst;
+            let g = &self.0;
+            g.begun.fetch_add(1, SeqCst);
+            // The timeout only keeps a broken build from hanging forever.
+            let open = g.open.lock().unwrap();
+            let _ = g
+                .opened
+                .wait_timeout_while(open, Duration::from_secs(30), |o| !*o)
+                .unwrap();
+            g.done.fetch_add(1, SeqCst);
         }
     }
-    struct SlowAttacher(std::sync::Arc<std::sync::atomic::AtomicUsize>);
-    impl Attacher for SlowAttacher {
-        type Link = SlowLink;
-        fn attach(&mut self, _: &Path, _: &ProbePoint) -> Result<SlowLink> {
-            Ok(SlowLink(self.0.clone()))
+    struct GatedAttacher(std::sync::Arc<Gate>);
+    impl Attacher for GatedAttacher {
+        type Link = GatedLink;
+        fn attach(&mut self, _: &Path, _: &ProbePoint) -> Result<GatedLink> {
+            Ok(GatedLink(self.0.clone()))
         }
     }
 
     #[test]
     fn windows_close_without_waiting_and_detach_in_parallel() {
         use std::sync::atomic::Ordering::SeqCst;
-        let dropped = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let mut a = SlowAttacher(dropped.clone());
+        let gate = std::sync::Arc::new(Gate::default());
+        let mut a = GatedAttacher(gate.clone());
         let mut m = ProbeManager::new(Duration::from_millis(10), Duration::from_secs(60));
         let points = (0..10)
             .map(|i| ProbePoint {
@@ -836,20 +859,24 @@ mod tests {
         m.tick(&mut a, t0);
         assert_eq!(m.window.len(), 10);
         assert_eq!(m.next_deadline(), Some(t0 + Duration::from_millis(10)));
-        let t = Instant::now();
+
+        // Closing returns while every detach is still blocked.
         m.tick(&mut a, t0 + Duration::from_millis(20));
-        assert!(t.elapsed() < Duration::from_millis(50), "close waited");
         assert!(m.window.is_empty());
+        assert_eq!(gate.done.load(SeqCst), 0, "close waited for a detach");
+        assert_eq!(m.next_deadline(), Some(t0 + Duration::from_secs(60)));
+
+        // All ten detaches are under way at once, not one after another.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while gate.begun.load(SeqCst) < 10 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(gate.begun.load(SeqCst), 10, "detaches ran one at a time");
+        assert_eq!(gate.done.load(SeqCst), 0);
+
+        *gate.open.lock().unwrap() = true;
+        gate.opened.notify_all();
         drop(m);
-        assert_eq!(
-            dropped.load(SeqCst),
-            10,
-            "all detached when the manager goes"
-        );
-        assert!(
-            t.elapsed() < Duration::from_millis(600),
-            "detached one after another: {:?}",
-            t.elapsed()
-        );
+        assert_eq!(gate.done.load(SeqCst), 10, "all detached when the manager goes");
     }
 }

@@ -400,7 +400,9 @@ impl<'a> Scheduler<'a> {
         let mut metrics_file_ok = true;
         let mut batch = Vec::new();
         while !shutdown.load(Ordering::Relaxed) && !uei_exited!(&self.skel, uei) {
-            if let Err(e) = queued.poll(POLL_TIMEOUT) {
+            // Wake up in time to open or close a launch window on schedule:
+            // a window left open longer costs the full probe overhead.
+            if let Err(e) = queued.poll(self.probes.poll_timeout(POLL_TIMEOUT)) {
                 if e.kind() != libbpf_rs::ErrorKind::Interrupted {
                     return Err(e).context("polling the queued ring buffer");
                 }

@@ -361,13 +361,7 @@ pub fn run(args: &TraceArgs, cfg: &Config, shutdown: &AtomicBool, verbose: bool)
     let mut windows: Vec<[u64; 2]> = Vec::new();
     while !shutdown.load(Ordering::Relaxed) && duration.is_none_or(|d| started.elapsed() < d) {
         // Wake up in time to open or close a launch window on schedule.
-        let now = Instant::now();
-        let wait = probes
-            .next_deadline()
-            .map(|t| t.saturating_duration_since(now))
-            .unwrap_or(POLL)
-            .min(POLL);
-        if let Err(e) = ring.poll(wait) {
+        if let Err(e) = ring.poll(probes.poll_timeout(POLL)) {
             if e.kind() != libbpf_rs::ErrorKind::Interrupted {
                 return Err(e).context("polling the trace ring buffer");
             }
