@@ -257,6 +257,8 @@ impl<'a> Scheduler<'a> {
                     no_tokens: at(lane_stat_idx_LANE_NO_TOKENS),
                     class_cap: at(lane_stat_idx_LANE_CLASS_CAP),
                     fallback: at(lane_stat_idx_LANE_FALLBACK),
+                    wait_us: at(lane_stat_idx_LANE_WAIT_NS) / 1000,
+                    waits_over_1ms: at(lane_stat_idx_LANE_WAIT_OVER_1MS),
                 },
             );
         }

@@ -34,6 +34,10 @@ pub struct ClassMetrics {
     pub class_cap: u64,
     #[stat(desc = "Express tasks with no suitable CPU: fair path")]
     pub fallback: u64,
+    #[stat(desc = "Total time express dispatches waited to run (us)")]
+    pub wait_us: u64,
+    #[stat(desc = "Express dispatches that waited over 1 ms to run")]
+    pub waits_over_1ms: u64,
 }
 
 #[stat_doc]
@@ -89,7 +93,14 @@ impl ClassMetrics {
             no_tokens: self.no_tokens.wrapping_sub(p.no_tokens),
             class_cap: self.class_cap.wrapping_sub(p.class_cap),
             fallback: self.fallback.wrapping_sub(p.fallback),
+            wait_us: self.wait_us.wrapping_sub(p.wait_us),
+            waits_over_1ms: self.waits_over_1ms.wrapping_sub(p.waits_over_1ms),
         }
+    }
+
+    /// Express runs started: every placement and every requeue.
+    pub fn runs(&self) -> u64 {
+        self.prev + self.llc + self.any + self.preempt + self.requeue
     }
 }
 
@@ -115,7 +126,7 @@ impl Metrics {
             writeln!(
                 w,
                 "[{name:>5}] prev {} llc {} any {} preempt {} requeue {} | skip irq {} deep {} \
-                 | no_tokens {} cap {} fallback {}",
+                 | no_tokens {} cap {} fallback {} | wait avg {:.0}us >1ms {}",
                 c.prev,
                 c.llc,
                 c.any,
@@ -126,6 +137,8 @@ impl Metrics {
                 c.no_tokens,
                 c.class_cap,
                 c.fallback,
+                c.wait_us as f64 / c.runs().max(1) as f64,
+                c.waits_over_1ms,
             )?;
         }
         Ok(())
@@ -222,7 +235,7 @@ pub fn openmetrics_text(m: &Metrics) -> String {
             .collect()
     };
     type Field = fn(&ClassMetrics) -> u64;
-    let lanes: [(&str, &str, Field); 10] = [
+    let lanes: [(&str, &str, Field); 12] = [
         ("express_prev", "Express wakeups on the previous CPU", |c| {
             c.prev
         }),
@@ -262,6 +275,16 @@ pub fn openmetrics_text(m: &Metrics) -> String {
             "express_fallback",
             "Express tasks with no suitable CPU",
             |c| c.fallback,
+        ),
+        (
+            "express_wait_us",
+            "Time express dispatches waited to run, microseconds",
+            |c| c.wait_us,
+        ),
+        (
+            "express_waits_over_1ms",
+            "Express dispatches that waited over 1 ms to run",
+            |c| c.waits_over_1ms,
         ),
     ];
     for (name, help, f) in lanes {

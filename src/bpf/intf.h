@@ -53,6 +53,8 @@ enum lane_stat_idx {
 	LANE_NO_TOKENS,		/* task out of tokens: fair path */
 	LANE_CLASS_CAP,		/* class over its max_share: fair path */
 	LANE_FALLBACK,		/* no suitable CPU: fair path */
+	LANE_WAIT_NS,		/* sum of express dispatch -> running delays (ns) */
+	LANE_WAIT_OVER_1MS,	/* express dispatches that waited over 1 ms to run */
 	NR_LANE_STATS,
 };
 
@@ -105,10 +107,11 @@ struct task_ctx {
 	u32 express_queued;	/* dispatched by the express lane, not yet running */
 	u32 lane_class;		/* class it was dispatched for */
 	u32 fair_dispatched;	/* last dispatched by the fair path: its vtime counts */
-	u32 __pad;
+	u32 select_fair;	/* ops.select_cpu() sent this wakeup to the fair path */
 	s64 tokens_ns;		/* token bucket level; negative: in debt (budget.bpf.c) */
 	u64 refill_ns;		/* last refill timestamp */
 	u64 express_since_ns;	/* start of the current express run, 0 if none */
+	u64 express_queued_ns;	/* when the pending express dispatch was made */
 };
 
 /*

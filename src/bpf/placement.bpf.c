@@ -27,7 +27,7 @@ struct {
 	__type(value, u64);
 } lane_stats SEC(".maps");
 
-__hidden void lane_stat_inc(u32 class, enum lane_stat_idx idx)
+static void lane_stat_add(u32 class, enum lane_stat_idx idx, u64 val)
 {
 	u32 key = class * NR_LANE_STATS + idx;
 	u64 *cnt;
@@ -36,7 +36,12 @@ __hidden void lane_stat_inc(u32 class, enum lane_stat_idx idx)
 		return;
 	cnt = bpf_map_lookup_elem(&lane_stats, &key);
 	if (cnt)
-		(*cnt)++;
+		*cnt += val;
+}
+
+__hidden void lane_stat_inc(u32 class, enum lane_stat_idx idx)
+{
+	lane_stat_add(class, idx, 1);
 }
 
 /* The express class @p may use now, or CLASS_NORMAL. */
@@ -125,6 +130,7 @@ static void dispatch_express(struct task_struct *p, struct task_ctx *tctx, u32 c
 			     u64 dsq, u64 enq_flags)
 {
 	tctx->express_queued = 1;
+	tctx->express_queued_ns = bpf_ktime_get_ns();
 	tctx->lane_class = class;
 	tctx->fair_dispatched = 0;
 	scx_bpf_dsq_insert(p, dsq, express_slice_ns, enq_flags);
@@ -141,6 +147,7 @@ __hidden s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wa
 
 	if (class == CLASS_NORMAL || !tctx)
 		return EXPRESS_NONE;
+	tctx->select_fair = 0;
 
 	idle = scx_bpf_get_idle_cpumask();
 	if (good_idle(p, idle, prev_cpu, class, now) && scx_bpf_test_and_clear_cpu_idle(prev_cpu)) {
@@ -156,6 +163,8 @@ __hidden s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wa
 	scx_bpf_put_idle_cpumask(idle);
 
 	if (cpu < 0) {
+		/* ops.enqueue() must not take it back into the lane. */
+		tctx->select_fair = 1;
 		lane_stat_inc(class, LANE_FALLBACK);
 		return EXPRESS_FAIR;
 	}
@@ -169,15 +178,25 @@ __hidden bool express_lane_enqueue(struct task_struct *p, u64 enq_flags)
 	struct task_ctx *tctx = NULL;
 	u32 class = express_class(p, &tctx);
 	struct cpu_ctx *cc;
+	u64 flags = SCX_ENQ_HEAD;
+	bool wakeup = enq_flags & SCX_ENQ_WAKEUP;
 	s32 cpu;
 
 	if (class == CLASS_NORMAL || !tctx)
 		return false;
+	/* ops.select_cpu() found no good CPU for this wakeup: fair path. */
+	if (tctx->select_fair) {
+		tctx->select_fair = 0;
+		return false;
+	}
 
 	/*
-	 * No ops.select_cpu() on this path (a slice ran out, or a wakeup of a
-	 * pinned task): stay on this CPU, ahead of fair-path work, unless
-	 * another express task holds it.
+	 * No ops.select_cpu() on this path: a slice ran out, or a wakeup that
+	 * skipped it (a pinned or migration-disabled task). The task stays on
+	 * its CPU, ahead of fair-path work, unless another express task holds
+	 * the CPU. A wakeup also preempts the normal task running there, as
+	 * step 4 of the placement would; without that it would wait for the
+	 * end of that task's slice (up to a tick: 4 ms at HZ=250).
 	 */
 	cpu = scx_bpf_task_cpu(p);
 	cc = cpu_ctx_of(cpu);
@@ -185,8 +204,10 @@ __hidden bool express_lane_enqueue(struct task_struct *p, u64 enq_flags)
 		lane_stat_inc(class, LANE_FALLBACK);
 		return false;
 	}
-	dispatch_express(p, tctx, class, SCX_DSQ_LOCAL, enq_flags | SCX_ENQ_HEAD);
-	lane_stat_inc(class, (enq_flags & SCX_ENQ_WAKEUP) ? LANE_PREEMPT : LANE_REQUEUE);
+	if (wakeup && express_preempt)
+		flags |= SCX_ENQ_PREEMPT;
+	dispatch_express(p, tctx, class, SCX_DSQ_LOCAL, enq_flags | flags);
+	lane_stat_inc(class, wakeup ? LANE_PREEMPT : LANE_REQUEUE);
 	return true;
 }
 
@@ -195,6 +216,7 @@ __hidden void express_lane_running(struct task_struct *p)
 	struct task_ctx *tctx = task_ctx_get(p);
 	struct cpu_ctx *cc = cpu_ctx_of(scx_bpf_task_cpu(p));
 	bool express = tctx && tctx->express_queued;
+	u64 now, wait;
 
 	if (cc) {
 		cc->curr_express = express;
@@ -203,8 +225,16 @@ __hidden void express_lane_running(struct task_struct *p)
 	}
 	if (!express)
 		return;
+	now = bpf_ktime_get_ns();
 	tctx->express_queued = 0;
-	tctx->express_since_ns = bpf_ktime_get_ns();
+	tctx->express_since_ns = now;
+	/* How long the dispatch took to take effect: the lane's own latency. */
+	if (time_after(now, tctx->express_queued_ns)) {
+		wait = now - tctx->express_queued_ns;
+		lane_stat_add(tctx->lane_class, LANE_WAIT_NS, wait);
+		if (wait > NSEC_PER_MSEC)
+			lane_stat_inc(tctx->lane_class, LANE_WAIT_OVER_1MS);
+	}
 }
 
 __hidden void express_lane_stopping(struct task_struct *p)
