@@ -93,6 +93,7 @@ pub struct FairConfig {
     pub slice_min_us: u64,
     pub target_latency_us: u64,
     pub direct_idle: bool,
+    pub wakeup_preempt: bool,
     pub rescue_ms: u64,
 }
 
@@ -198,6 +199,7 @@ impl Default for FairConfig {
             slice_min_us: 500,
             target_latency_us: 20000,
             direct_idle: true,
+            wakeup_preempt: true,
             rescue_ms: 50,
         }
     }

@@ -50,6 +50,7 @@ pub fn apply_knobs(k: &mut crate::bpf_skel::types::data_knobs, cfg: &Config, top
     k.slice_max_ns = cfg.fair.slice_max_us * US;
     k.rescue_ns = cfg.fair.rescue_ms * MS;
     k.direct_idle = cfg.fair.direct_idle;
+    k.fair_wakeup_preempt = cfg.fair.wakeup_preempt;
     k.express_slice_ns = cfg.express.slice_us * US;
     k.idle_demote_ns = cfg.classify.idle_demote_ms * MS;
     k.irq_window_ns = cfg.express.irq_window_ms * MS;
@@ -270,6 +271,7 @@ impl<'a> Scheduler<'a> {
             usersched: c[stat_idx_STAT_USERSCHED as usize],
             fallback: c[stat_idx_STAT_FALLBACK as usize],
             rescued: c[stat_idx_STAT_RESCUED as usize],
+            wakeup_preempt: c[stat_idx_STAT_FAIR_PREEMPT as usize],
             fair_tasks: self.policy.nr_tasks() as u64,
             probed_libraries: self.probes.counts().libraries,
             launch_windows: self.probes.counts().windows,

@@ -68,6 +68,8 @@ pub struct Metrics {
     pub fallback: u64,
     #[stat(desc = "Tasks rescued by BPF after waiting rescue_ms for userspace")]
     pub rescued: u64,
+    #[stat(desc = "Fair-path wakeups that preempted a later-deadline task")]
+    pub wakeup_preempt: u64,
     #[stat(desc = "Tasks known to the fair policy")]
     pub fair_tasks: u64,
     #[stat(desc = "Libraries with CUDA or marker uprobes attached")]
@@ -109,7 +111,7 @@ impl Metrics {
     pub fn format<W: Write>(&self, w: &mut W) -> Result<()> {
         writeln!(
             w,
-            "[fair] user q/d {}/{} idle {} kthr {} self {} fallback {} rescued {} tasks {} \
+            "[fair] user q/d {}/{} idle {} kthr {} self {} fallback {} rescued {} wpreempt {} tasks {} \
              | probes: libs {} windows {}",
             self.user_queued,
             self.user_dispatched,
@@ -118,6 +120,7 @@ impl Metrics {
             self.usersched,
             self.fallback,
             self.rescued,
+            self.wakeup_preempt,
             self.fair_tasks,
             self.probed_libraries,
             self.launch_windows,
@@ -180,6 +183,7 @@ impl Metrics {
             usersched: self.usersched.wrapping_sub(prev.usersched),
             fallback: self.fallback.wrapping_sub(prev.fallback),
             rescued: self.rescued.wrapping_sub(prev.rescued),
+            wakeup_preempt: self.wakeup_preempt.wrapping_sub(prev.wakeup_preempt),
             fair_tasks: self.fair_tasks,
             probed_libraries: self.probed_libraries,
             launch_windows: self.launch_windows.wrapping_sub(prev.launch_windows),
@@ -222,6 +226,11 @@ pub fn openmetrics_text(m: &Metrics) -> String {
         "rescued",
         "Tasks rescued by BPF after rescue_ms",
         &one(m.rescued),
+    );
+    counter(
+        "wakeup_preempt",
+        "Fair-path wakeups that preempted a later-deadline task",
+        &one(m.wakeup_preempt),
     );
     counter(
         "launch_windows",

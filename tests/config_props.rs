@@ -104,6 +104,7 @@ const KEYS: &[&str] = &[
     "slice_min_us",
     "target_latency_us",
     "direct_idle",
+    "wakeup_preempt",
     "rescue_ms",
     "slice_us",
     "irq_window_ms",
@@ -306,6 +307,7 @@ fn fair() -> BoxedStrategy<String> {
                     min,
                     opt_entry("target_latency_us", int_in(1000, 1_000_000)),
                     opt_entry("direct_idle", boolean()),
+                    opt_entry("wakeup_preempt", boolean()),
                     opt_entry("rescue_ms", int_in(5, 5000)),
                 ],
             )

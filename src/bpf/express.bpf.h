@@ -25,6 +25,7 @@ extern const volatile u32 usersched_tgid;
 extern volatile u64 slice_max_ns;
 extern volatile u64 rescue_ns;
 extern volatile bool direct_idle;
+extern volatile bool fair_wakeup_preempt;
 extern volatile bool class_enabled[NR_CLASSES];
 extern volatile u64 class_burst_ns[NR_CLASSES];
 extern volatile u64 class_rate_ppm[NR_CLASSES];
@@ -64,6 +65,7 @@ bool fair_enqueue_user(struct task_struct *p, u64 enq_flags);
 void fair_enqueue_fallback(struct task_struct *p, u64 enq_flags);
 void fair_dispatch(s32 cpu, struct task_struct *prev);
 void fair_running(struct task_struct *p);
+void fair_stopping(struct task_struct *p);
 void note_fair_dispatch(struct task_struct *p, bool fair);
 
 #endif /* __EXPRESS_BPF_H */

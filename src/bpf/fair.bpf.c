@@ -120,6 +120,7 @@ __hidden bool fair_enqueue_user(struct task_struct *p, u64 enq_flags)
 	}
 	WRITE_ONCE(slot->pid, p->pid);
 	WRITE_ONCE(slot->enq_ns, now);
+	WRITE_ONCE(slot->wakeup, !!(enq_flags & SCX_ENQ_WAKEUP));
 	WRITE_ONCE(slot->seq, seq);
 
 	msg->pid = p->pid;
@@ -156,8 +157,36 @@ __hidden void note_fair_dispatch(struct task_struct *p, bool fair)
 		tctx->fair_dispatched = fair;
 }
 
+/*
+ * Wakeup preemption: a woken task whose deadline is not later than that of
+ * the fair task running on its CPU takes that CPU now, as under EEVDF.
+ * Without it, a wakeup on a busy machine waits for a slice to end
+ * somewhere (up to slice_max_us). Only the task's own CPU is checked: O(1)
+ * per wakeup, and on a saturated machine one busy CPU is as good as another.
+ * Requeued tasks (slice used up) never preempt, so CPU hogs cannot
+ * ping-pong.
+ */
+static void wakeup_preempt(struct task_struct *p, u64 dsq, u64 vtime)
+{
+	s32 cpu = dsq != SHARED_DSQ ? (s32)dsq : scx_bpf_task_cpu(p);
+	struct cpu_ctx *cc;
+	u64 curr;
+
+	if (!bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
+		return;
+	cc = cpu_ctx_of(cpu);
+	if (!cc)
+		return;
+	curr = READ_ONCE(cc->curr_fair_deadline);
+	if (!curr || time_after(vtime, curr))
+		return;
+	scx_bpf_kick_cpu(cpu, SCX_KICK_PREEMPT);
+	stat_inc(STAT_FAIR_PREEMPT);
+}
+
 /* Insert @p where userspace (or the rescue path) decided. */
-static void fair_insert(struct task_struct *p, s32 cpu, u64 slice_ns, u64 vtime)
+static void fair_insert(struct task_struct *p, s32 cpu, u64 slice_ns, u64 vtime,
+			bool wakeup)
 {
 	u64 dsq = fair_dsq(p, cpu);
 
@@ -166,6 +195,8 @@ static void fair_insert(struct task_struct *p, s32 cpu, u64 slice_ns, u64 vtime)
 		slice_ns = slice_max_ns;
 	scx_bpf_dsq_insert_vtime(p, dsq, slice_ns, vtime, 0);
 	kick_idle_for(p, dsq);
+	if (wakeup && fair_wakeup_preempt)
+		wakeup_preempt(p, dsq, vtime);
 }
 
 /* Claim a slot for dispatch: true for exactly one of userspace and rescue. */
@@ -212,7 +243,7 @@ static long drain_one(struct bpf_dynptr *dynptr, void *data)
 
 	p = bpf_task_from_pid(msg.pid);
 	if (p) {
-		fair_insert(p, msg.cpu, msg.slice_ns, msg.vtime);
+		fair_insert(p, msg.cpu, msg.slice_ns, msg.vtime, READ_ONCE(slot->wakeup));
 		bpf_task_release(p);
 	}
 next:
@@ -232,7 +263,7 @@ static void rescue(struct inflight_slot *slot, u64 seq)
 	p = bpf_task_from_pid(slot->pid);
 	if (!p)
 		return;
-	fair_insert(p, -1, slice_max_ns, vtime_now);
+	fair_insert(p, -1, slice_max_ns, vtime_now, false);
 	bpf_task_release(p);
 	stat_inc(STAT_RESCUED);
 }
@@ -334,8 +365,22 @@ __hidden void fair_dispatch(s32 cpu, struct task_struct *prev)
 
 __hidden void fair_running(struct task_struct *p)
 {
-	if (time_before(vtime_now, p->scx.dsq_vtime))
+	struct task_ctx *tctx = task_ctx_get(p);
+	struct cpu_ctx *cc = cpu_ctx_of(scx_bpf_task_cpu(p));
+	bool fair = tctx && tctx->fair_dispatched;
+
+	if (cc)
+		cc->curr_fair_deadline = fair ? p->scx.dsq_vtime : 0;
+	if (fair && time_before(vtime_now, p->scx.dsq_vtime))
 		vtime_now = p->scx.dsq_vtime;
+}
+
+__hidden void fair_stopping(struct task_struct *p)
+{
+	struct cpu_ctx *cc = cpu_ctx_of(scx_bpf_task_cpu(p));
+
+	if (cc)
+		cc->curr_fair_deadline = 0;
 }
 
 /* Wake an idle CPU when decisions wait to be drained or a rescue is due. */

@@ -38,6 +38,7 @@ enum stat_idx {
 	STAT_USERSCHED,		/* wakeups of the scheduler's own threads */
 	STAT_FALLBACK,		/* enqueued by BPF alone (userspace busy or full) */
 	STAT_RESCUED,		/* in-flight tasks dispatched by BPF after rescue_ms */
+	STAT_FAIR_PREEMPT,	/* fair wakeups that preempted a later-deadline task */
 	NR_EXPRESS_STATS,
 };
 
@@ -70,6 +71,7 @@ struct cpu_ctx {
 	s32 idle_state;		/* cpuidle state index, -1 when not idle */
 	u32 curr_express;	/* running an express-lane task */
 	u64 express_runs;	/* express-lane runs started here */
+	u64 curr_fair_deadline;	/* deadline of the fair-path task running, 0 if none */
 };
 
 /* Task classes. Every classification source writes one of these. */
@@ -154,7 +156,7 @@ struct inflight_slot {
 	u64 seq;		/* 0 when free */
 	u64 enq_ns;		/* when the task was handed to userspace */
 	s32 pid;
-	u32 __pad;
+	u32 wakeup;		/* the task was woken up (may preempt, fair.bpf.c) */
 };
 
 /* `scx_express trace` (trace.bpf.c). */

@@ -17,7 +17,8 @@
  *      through the `queued` ring buffer. Userspace picks the CPU, the slice
  *      and a virtual deadline weighted by nice, and sends the decision back
  *      through the `dispatched` user ring buffer, which ops.dispatch()
- *      drains into vtime-ordered DSQs.
+ *      drains into vtime-ordered DSQs. A woken task whose deadline is not
+ *      later than the running one's preempts it, as under EEVDF.
  *
  * 2. Classification (classify.bpf.c)
  *
@@ -33,9 +34,10 @@
  *
  * 4. Placement (placement.bpf.c)
  *
- *    Express wakeups go to the previous CPU if it is idle, else to an idle
- *    CPU close to it. With no idle CPU, the task goes to the head of its
- *    CPU's local queue, ahead of fair-path work.
+ *    Express wakeups go to the previous CPU if it is idle, quiet and
+ *    shallow, else to such a CPU close to it. With none, the wakeup
+ *    preempts a normal task on a quiet CPU (never an express one). A wakeup
+ *    that skips ops.select_cpu() (a pinned task) preempts on its own CPU.
  *
  * 5. Watchdog safety (fair.bpf.c)
  *
@@ -71,6 +73,12 @@ KNOB bool direct_idle = true;
 KNOB bool class_enabled[NR_CLASSES];
 KNOB u64 class_burst_ns[NR_CLASSES];
 KNOB u64 class_rate_ppm[NR_CLASSES];
+
+/* A woken fair-path task may preempt a later-deadline one (fair.bpf.c). */
+KNOB bool fair_wakeup_preempt = true;
+
+/* Let the userspace scheduler preempt a normal task when it wakes up. */
+KNOB bool usersched_preempt = true;
 
 /* Slice of an express dispatch. */
 KNOB u64 express_slice_ns = 2 * NSEC_PER_MSEC;
@@ -140,13 +148,19 @@ s32 BPF_STRUCT_OPS(express_select_cpu, struct task_struct *p, s32 prev_cpu,
 void BPF_STRUCT_OPS(express_enqueue, struct task_struct *p, u64 enq_flags)
 {
 	/*
-	 * The scheduler itself: next on this CPU, never through itself. It does
-	 * not preempt: a preempted task would go through userspace too and wake
-	 * it again; waiting out one slice batches its decisions instead.
+	 * The scheduler itself: next on this CPU, never through itself. On a
+	 * wakeup it preempts the normal task running there: if it waited for
+	 * that task's slice to end, every fair-path wakeup would wait for two
+	 * slice ends (one for the decision, one for a CPU to drain it). It
+	 * never preempts an express task.
 	 */
 	if (is_usersched(p)) {
-		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_max_ns,
-				   enq_flags | SCX_ENQ_HEAD);
+		struct cpu_ctx *cc = cpu_ctx_of(scx_bpf_task_cpu(p));
+		u64 flags = SCX_ENQ_HEAD;
+
+		if (usersched_preempt && (enq_flags & SCX_ENQ_WAKEUP) && cc && !cc->curr_express)
+			flags |= SCX_ENQ_PREEMPT;
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_max_ns, enq_flags | flags);
 		stat_inc(STAT_USERSCHED);
 		return;
 	}
@@ -190,6 +204,7 @@ void BPF_STRUCT_OPS(express_running, struct task_struct *p)
 
 void BPF_STRUCT_OPS(express_stopping, struct task_struct *p, bool runnable)
 {
+	fair_stopping(p);
 	express_lane_stopping(p);
 }
 
