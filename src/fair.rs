@@ -27,6 +27,9 @@ pub struct Runnable {
     pub nr_cpus_allowed: u32,
     pub weight: u64,
     pub sum_exec_runtime: u64,
+    /// Part of `sum_exec_runtime` spent in the express lane: the token
+    /// bucket pays for it, so the fair path does not charge it again.
+    pub express_exec_ns: u64,
     pub wakeup: bool,
 }
 
@@ -42,6 +45,7 @@ pub struct Decision {
 struct TaskState {
     vruntime: u64,
     last_sum_exec: u64,
+    last_express_exec: u64,
     last_seen_ns: u64,
 }
 
@@ -87,9 +91,11 @@ impl FairPolicy {
     ) -> Decision {
         let slice_ns = self.slice_for(nr_waiting);
         let lag_floor = vtime_now.saturating_sub(self.params.slice_max_ns);
+        let debt_ceiling = vtime_now.saturating_add(self.params.target_latency_ns);
         let st = self.tasks.entry(t.pid).or_insert(TaskState {
             vruntime: vtime_now,
             last_sum_exec: t.sum_exec_runtime,
+            last_express_exec: t.express_exec_ns,
             last_seen_ns: now_ns,
         });
 
@@ -97,11 +103,21 @@ impl FairPolicy {
         if t.sum_exec_runtime < st.last_sum_exec {
             st.vruntime = vtime_now;
         } else {
-            let used = t.sum_exec_runtime - st.last_sum_exec;
+            let express = t.express_exec_ns.saturating_sub(st.last_express_exec);
+            let used = (t.sum_exec_runtime - st.last_sum_exec).saturating_sub(express);
             st.vruntime = st.vruntime.saturating_add(scale_by_weight(used, t.weight));
         }
         st.last_sum_exec = t.sum_exec_runtime;
+        st.last_express_exec = t.express_exec_ns;
         st.last_seen_ns = now_ns;
+
+        // CPU time used away from the fair path (on an idle CPU, before the
+        // scheduler saw the task) is charged at most one target latency
+        // ahead of everyone: a task coming back to the fair path waits its
+        // turn, not for as long as it once ran.
+        if st.vruntime > debt_ceiling {
+            st.vruntime = debt_ceiling;
+        }
 
         // Only a task that slept gets clamped: one that stayed runnable
         // keeps its exact position, or weights would not hold.
@@ -156,6 +172,7 @@ mod tests {
             nr_cpus_allowed: 4,
             weight,
             sum_exec_runtime: sum_exec,
+            express_exec_ns: 0,
             wakeup: false,
         }
     }
@@ -218,6 +235,31 @@ mod tests {
         pol.decide(&task(1, 100, 0), 0, 1, 0);
         let d = pol.decide(&task(1, 100, MS), 1000 * MS, 1, 0);
         assert_eq!(d.vtime, MS + d.slice_ns);
+    }
+
+    #[test]
+    fn express_time_is_not_charged_again() {
+        let mut pol = FairPolicy::new(params());
+        pol.decide(&task(1, 100, 0), 0, 1, 0);
+        // 2 ms of CPU, all of it in the express lane: no fair charge.
+        let mut t = task(1, 100, 2 * MS);
+        t.express_exec_ns = 2 * MS;
+        let d = pol.decide(&t, 0, 1, 0);
+        assert_eq!(d.vtime, d.slice_ns);
+        // Then 3 ms more, 1 of them express: 2 ms charged.
+        let mut t = task(1, 100, 5 * MS);
+        t.express_exec_ns = 3 * MS;
+        let d = pol.decide(&t, 0, 1, 0);
+        assert_eq!(d.vtime, 2 * MS + d.slice_ns);
+    }
+
+    #[test]
+    fn debt_from_outside_the_fair_path_is_capped() {
+        let mut pol = FairPolicy::new(params());
+        pol.decide(&task(1, 100, 0), 0, 1, 0);
+        // It ran 1.5 s on an idle CPU, unseen by the policy.
+        let d = pol.decide(&task(1, 100, 1500 * MS), 10 * MS, 1, 0);
+        assert_eq!(d.vtime, 10 * MS + params().target_latency_ns + d.slice_ns);
     }
 
     #[test]

@@ -590,8 +590,9 @@ impl<L: Send + 'static> ProbeManager<L> {
     /// How long a caller polling for events may sleep, at most `max`, and
     /// still call `tick` in time for the next window to open or close.
     pub fn poll_timeout(&self, max: Duration) -> Duration {
-        self.next_deadline()
-            .map_or(max, |t| t.saturating_duration_since(Instant::now()).min(max))
+        self.next_deadline().map_or(max, |t| {
+            t.saturating_duration_since(Instant::now()).min(max)
+        })
     }
 
     /// Opens or closes the launch window as time passes.
@@ -877,6 +878,10 @@ mod tests {
         *gate.open.lock().unwrap() = true;
         gate.opened.notify_all();
         drop(m);
-        assert_eq!(gate.done.load(SeqCst), 10, "all detached when the manager goes");
+        assert_eq!(
+            gate.done.load(SeqCst),
+            10,
+            "all detached when the manager goes"
+        );
     }
 }

@@ -480,6 +480,7 @@ fn runnable(msg: &bpf_intf::queued_task) -> Runnable {
         nr_cpus_allowed: msg.nr_cpus_allowed,
         weight: msg.weight,
         sum_exec_runtime: msg.sum_exec_runtime,
+        express_exec_ns: msg.express_exec_ns,
         wakeup: msg.flags & bpf_intf::queued_flags_QUEUED_WAKEUP != 0,
     }
 }

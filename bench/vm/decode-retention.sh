@@ -5,6 +5,7 @@
 # run, the launcher's CPU time and context switches, so a gap can be traced
 # to its cause (budget, class cap, fair-path fallback, placement).
 #   tests/vm/run.sh bench/vm/decode-retention.sh [--env DUR=10] [--env CFG=...]
+#   [--env HELPERS=2] (the mixed workload: CPU-bound sibling threads)
 # vmtest: smp=2 timeout=420 bins=target/release/scx_express,/usr/bin/stress-ng
 # vmtest: files=workloads/build:/opt/w,configs:/etc/scx_express
 # shellcheck source=../../tests/vm/guest-lib.sh
@@ -18,7 +19,7 @@ HOGS=$(($(nproc) * 4))
 # running, from /proc/.../schedstat) per token over the middle of the run.
 decode() {
     rm -f /tmp/dec.out
-    /opt/w/decode --duration "$DUR" --json >/tmp/dec.out 2>/dev/null &
+    /opt/w/decode --duration "$DUR" ${HELPERS:+--helpers "$HELPERS"} --json >/tmp/dec.out 2>/dev/null &
     _d=$!
     wait_until 10 grep -q "^launcher_tid=" /tmp/dec.out
     _tid=$(sed -n "s/^launcher_tid=//p" /tmp/dec.out)

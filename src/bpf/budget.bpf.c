@@ -84,6 +84,7 @@ __hidden void budget_charge(struct task_ctx *tctx, u64 now)
 		return;
 	used = now - tctx->express_since_ns;
 	tctx->tokens_ns -= used;
+	tctx->express_exec_ns += used;
 	tctx->express_since_ns = 0;
 	if (class < NR_CLASSES)
 		__sync_fetch_and_add(&class_used_ns[class], used);

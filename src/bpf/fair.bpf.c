@@ -99,6 +99,7 @@ static void kick_idle_for(const struct task_struct *p, u64 dsq)
 
 __hidden bool fair_enqueue_user(struct task_struct *p, u64 enq_flags)
 {
+	struct task_ctx *tctx;
 	struct queued_task *msg;
 	struct inflight_slot *slot;
 	u64 now = scx_bpf_now(), seq;
@@ -131,6 +132,8 @@ __hidden bool fair_enqueue_user(struct task_struct *p, u64 enq_flags)
 	msg->nr_cpus_allowed = p->nr_cpus_allowed;
 	msg->weight = p->scx.weight;
 	msg->sum_exec_runtime = p->se.sum_exec_runtime;
+	tctx = task_ctx_get(p);
+	msg->express_exec_ns = tctx ? tctx->express_exec_ns : 0;
 	msg->flags = (enq_flags & SCX_ENQ_WAKEUP) ? QUEUED_WAKEUP : 0;
 	bpf_ringbuf_submit(msg, 0);
 

@@ -114,6 +114,7 @@ struct task_ctx {
 	u64 refill_ns;		/* last refill timestamp */
 	u64 express_since_ns;	/* start of the current express run, 0 if none */
 	u64 express_queued_ns;	/* when the pending express dispatch was made */
+	u64 express_exec_ns;	/* express running time ever, charged or not */
 };
 
 /*
@@ -130,6 +131,7 @@ struct queued_task {
 	u64 seq;		/* in-flight slot sequence, echoed back */
 	u64 weight;		/* sched_ext weight: 100 is nice 0 */
 	u64 sum_exec_runtime;	/* total CPU time so far (ns) */
+	u64 express_exec_ns;	/* part of it spent in the express lane (ns) */
 };
 
 /* struct queued_task flags. */
