@@ -83,15 +83,6 @@ log "sleeper: $n_late wakeups, worst ${worst_late}0 ms late"
 frozen=$(awk 'NR > 1 && $2 == pd { if ($1 - pt > m) m = $1 - pt; next } { pt = $1; pd = $2 } END { print m + 0 }' /tmp/disp.txt)
 log "longest stretch without a userspace dispatch: ${frozen}0 ms ($(wc -l </tmp/disp.txt) samples)"
 
-errors=0
-bad() { echo "FAIL: $*"; errors=$((errors + 1)); }
-# expect OK_MSG BAD_MSG CMD...: "ok: OK_MSG" if CMD succeeds, else a failure
-# counted in $errors (every check runs; the scenario fails at the end).
-expect() {
-    _okm=$1 _badm=$2
-    shift 2
-    if "$@"; then echo "ok: $_okm"; else bad "$_badm"; fi
-}
 expect "the userspace scheduler kept dispatching (longest pause ${frozen}0 ms)" \
     "the userspace scheduler dispatched nothing for ${frozen}0 ms under load" \
     [ "$frozen" -lt 200 ]

@@ -158,3 +158,26 @@ stop_scx() {
     wait_sched_state disabled 10 || fail "sched_ext did not return to disabled"
     echo "ok: scx_express detached (exit 0, state disabled)"
 }
+
+# enable_seq: how many times a sched_ext scheduler has been enabled since
+# boot; unchanged across a test means no ejection and no re-attach.
+enable_seq() {
+    if [ -r "$SCX_SYSFS/enable_seq" ]; then
+        cat "$SCX_SYSFS/enable_seq"
+    else
+        dmesg | grep -c 'sched_ext: BPF scheduler ".*" enabled'
+    fi
+}
+
+# Checks that all run, so one boot reports everything that broke:
+#   expect OK_MSG BAD_MSG CMD...  prints "ok: OK_MSG" if CMD succeeds, else
+#                                 "FAIL: BAD_MSG" and counts it in $errors;
+#   bad MSG                       counts a failure found otherwise.
+# The scenario ends with: [ "$errors" = 0 ] || fail "..."
+errors=0
+bad() { echo "FAIL: $*"; errors=$((errors + 1)); }
+expect() {
+    _okm=$1 _badm=$2
+    shift 2
+    if "$@"; then echo "ok: $_okm"; else bad "$_badm"; fi
+}

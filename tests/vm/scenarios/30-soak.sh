@@ -24,13 +24,6 @@ SOAK_SECS=${SOAK_SECS:-60}
 N=$VMTEST_SMP
 INTERVAL=10
 
-enable_seq() {
-    if [ -r "$SCX_SYSFS/enable_seq" ]; then
-        cat "$SCX_SYSFS/enable_seq"
-    else
-        dmesg | grep -c 'sched_ext: BPF scheduler ".*" enabled'
-    fi
-}
 fail_with_logs() {
     scx_express ps 2>&1 | head -n 20
     tail -n 30 /tmp/scx.log

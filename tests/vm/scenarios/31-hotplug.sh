@@ -15,13 +15,6 @@
 CPU1=/sys/devices/system/cpu/cpu1/online
 [ -w "$CPU1" ] || fail "$CPU1 is not writable: no CPU hotplug in this kernel"
 
-enable_seq() {
-    if [ -r "$SCX_SYSFS/enable_seq" ]; then
-        cat "$SCX_SYSFS/enable_seq"
-    else
-        dmesg | grep -c 'sched_ext: BPF scheduler ".*" enabled'
-    fi
-}
 # reattached SEQ: enabled again, after enable_seq moved past SEQ.
 reattached() {
     sched_state_is enabled && [ "$(enable_seq)" -gt "$1" ]

@@ -15,13 +15,6 @@
 
 PINS=/sys/fs/bpf/scx_express
 
-enable_seq() {
-    if [ -r "$SCX_SYSFS/enable_seq" ]; then
-        cat "$SCX_SYSFS/enable_seq"
-    else
-        dmesg | grep -c 'sched_ext: BPF scheduler ".*" enabled'
-    fi
-}
 no_stall() {
     if dmesg_has 'runnable task stall|sched_ext: .*(error|watchdog)'; then
         dmesg | grep -E 'sched_ext|stall' | tail -20

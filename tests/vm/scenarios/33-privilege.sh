@@ -15,13 +15,6 @@
 PINS=/sys/fs/bpf/scx_express
 CFG=/etc/scx_express/config.toml
 
-enable_seq() {
-    if [ -r "$SCX_SYSFS/enable_seq" ]; then
-        cat "$SCX_SYSFS/enable_seq"
-    else
-        dmesg | grep -c 'sched_ext: BPF scheduler ".*" enabled'
-    fi
-}
 nr_sched_msgs() { dmesg | grep -c 'sched_ext: BPF scheduler'; }
 class_of() {
     scx_express ps 2>/dev/null | awk -v t="$1" '$1 == t { print $4, $5; f = 1 } END { if (!f) print "none" }'

@@ -39,13 +39,6 @@
 BURST_MS=20 RATE_PPM=500000 SLICE_US=2000
 WARMUP_S=6 W_S=20
 
-enable_seq() {
-    if [ -r "$SCX_SYSFS/enable_seq" ]; then
-        cat "$SCX_SYSFS/enable_seq"
-    else
-        dmesg | grep -c 'sched_ext: BPF scheduler ".*" enabled'
-    fi
-}
 # gpu_express: express-lane dispatches of the gpu class, all placements.
 gpu_express() {
     _n=0
@@ -112,15 +105,6 @@ log "window ${w} ticks: abuser ${a} ticks ($((a * 100 / w))%), hog ${h} ticks ($
 log "budget E = ${e} ticks; bound: abuser <= ${a_max}, hog >= ${h_min}"
 log "gpu class during the window: $express express dispatches, $no_tokens out of tokens, $class_cap over max_share"
 
-errors=0
-bad() { echo "FAIL: $*"; errors=$((errors + 1)); }
-# expect OK_MSG BAD_MSG CMD...: "ok: OK_MSG" if CMD succeeds, else a failure
-# counted in $errors (every check runs; the scenario fails at the end).
-expect() {
-    _okm=$1 _badm=$2
-    shift 2
-    if "$@"; then echo "ok: $_okm"; else bad "$_badm"; fi
-}
 alive_and_attached() { kill -0 "$scx" && sched_state_is enabled; }
 expect "abuser took $a <= $a_max ticks (fair share + half its budget)" \
     "abuser took $a ticks of CPU 1 in $w, above the budget's bound $a_max" \

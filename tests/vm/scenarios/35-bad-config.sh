@@ -13,13 +13,6 @@
 . /lib/vmtest/guest-lib.sh
 
 # enable_seq: how many times a BPF scheduler was enabled since boot.
-enable_seq() {
-    if [ -r "$SCX_SYSFS/enable_seq" ]; then
-        cat "$SCX_SYSFS/enable_seq"
-    else
-        dmesg | grep -c 'sched_ext: BPF scheduler ".*" enabled'
-    fi
-}
 nr_enabled_msgs() { dmesg | grep -c 'sched_ext: BPF scheduler ".*" enabled'; }
 
 check "sched_ext starts disabled" sched_state_is disabled

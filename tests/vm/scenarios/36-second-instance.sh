@@ -12,13 +12,6 @@
 
 PINS=/sys/fs/bpf/scx_express
 
-enable_seq() {
-    if [ -r "$SCX_SYSFS/enable_seq" ]; then
-        cat "$SCX_SYSFS/enable_seq"
-    else
-        dmesg | grep -c 'sched_ext: BPF scheduler ".*" enabled'
-    fi
-}
 # monitor_ok: `--monitor` prints at least one stats line within 6 s.
 monitor_ok() {
     timeout 6 scx_express --monitor 1 >/tmp/monitor.out 2>&1
@@ -44,15 +37,6 @@ grep -qiE 'already|another sched_ext scheduler' /tmp/dup.log ||
 echo "ok: a second instance fails with a clear message (rc=$rc)"
 
 # Every check below runs, so one boot reports everything that broke.
-errors=0
-bad() { echo "FAIL: $*"; errors=$((errors + 1)); }
-# expect OK_MSG BAD_MSG CMD...: "ok: OK_MSG" if CMD succeeds, else a failure
-# counted in $errors (every check runs; the scenario fails at the end).
-expect() {
-    _okm=$1 _badm=$2
-    shift 2
-    if "$@"; then echo "ok: $_okm"; else bad "$_badm"; fi
-}
 expect "first instance still attached" \
     "state is $(sched_state)" \
     sched_state_is enabled
