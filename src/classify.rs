@@ -17,7 +17,7 @@ use log::{debug, warn};
 
 use crate::bpf_intf::{self, task_class_info, task_ctx};
 use crate::config::{ClassName, Rule};
-use crate::probes::{FoundLibrary, LibraryScanner, ProbeSpec};
+use crate::probes::{Discovery, LibraryScanner, ProbeSpec};
 
 /// Where the running scheduler pins its maps.
 pub const PIN_DIR: &str = "/sys/fs/bpf/scx_express";
@@ -350,7 +350,7 @@ pub fn spawn_scanner(
     mut rules: RuleEngine,
     class_map: TaskMap,
     interval: Duration,
-) -> Result<Receiver<FoundLibrary>> {
+) -> Result<Receiver<Discovery>> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("express-scan".into())
@@ -362,8 +362,14 @@ pub fn spawn_scanner(
             let proc_root = Path::new("/proc");
             loop {
                 let found = scanner.scan(proc_root);
-                for lib in found.libraries {
-                    if tx.send(lib).is_err() {
+                let news = found.new_processes.into_iter().map(Discovery::NewProcess);
+                for msg in found
+                    .libraries
+                    .into_iter()
+                    .map(Discovery::Library)
+                    .chain(news)
+                {
+                    if tx.send(msg).is_err() {
                         return;
                     }
                 }
@@ -387,7 +393,7 @@ pub fn spawn_scanner(
 pub fn start_discovery(
     cfg: &crate::config::ClassifyConfig,
     task_class: MapHandle,
-) -> Result<Receiver<FoundLibrary>> {
+) -> Result<Receiver<Discovery>> {
     spawn_scanner(
         ProbeSpec::from_config(cfg)?,
         RuleEngine::new(&cfg.rules)?,

@@ -265,8 +265,21 @@ fn parse_mark_registry(buf: &[u8]) -> Result<Vec<(i32, ClassName)>> {
 #[derive(Debug, Default)]
 pub struct ScanResult {
     pub libraries: Vec<FoundLibrary>,
+    /// New processes that map a library already probed for launches: their
+    /// launcher may never call a sync entry point early, so a launch window
+    /// should open soon (`ProbeManager::request_window`).
+    pub new_processes: Vec<u32>,
     /// Marks recorded in processes' mark registries: (tid, class).
     pub marks: Vec<(i32, ClassName)>,
+}
+
+/// What discovery sends to the owner of the probes.
+#[derive(Debug)]
+pub enum Discovery {
+    /// A library to probe, seen for the first time.
+    Library(FoundLibrary),
+    /// A process that started after its CUDA library was already probed.
+    NewProcess(u32),
 }
 
 /// Scans /proc for libraries to probe; each (device, inode) is reported once.
@@ -277,6 +290,10 @@ pub struct ScanResult {
 pub struct LibraryScanner {
     spec: ProbeSpec,
     seen: HashSet<(u64, u64)>,
+    /// Libraries among `seen` that have launch entry points.
+    launch_libs: HashSet<(u64, u64)>,
+    /// Processes seen mapping one of `launch_libs`.
+    launch_pids: HashSet<u32>,
     /// Files that failed to parse, so they are not re-read every scan.
     bad: HashSet<(u64, u64)>,
     /// Marker libraries: where their registry is, if they have one.
@@ -293,6 +310,8 @@ impl LibraryScanner {
         Self {
             spec,
             seen: HashSet::new(),
+            launch_libs: HashSet::new(),
+            launch_pids: HashSet::new(),
             bad: HashSet::new(),
             registries: HashMap::new(),
             known_pids: HashSet::new(),
@@ -340,6 +359,12 @@ impl LibraryScanner {
                     continue;
                 };
                 let key = (meta.dev(), meta.ino());
+                // First seen mapping a library probed in an earlier pass
+                // (a process scanned before its loader mapped the library
+                // counts when a later pass sees the mapping).
+                if self.launch_libs.contains(&key) && self.launch_pids.insert(pid) {
+                    out.new_processes.push(pid);
+                }
                 if !self.seen.contains(&key) && !self.bad.contains(&key) {
                     self.inspect(key, &open_path, m.path, pid, &mut out.libraries);
                 }
@@ -347,6 +372,7 @@ impl LibraryScanner {
             }
         }
         self.no_maps.retain(|p| alive.contains(p));
+        self.launch_pids.retain(|p| alive.contains(p));
         self.known_pids = alive;
         out
     }
@@ -366,6 +392,10 @@ impl LibraryScanner {
             Ok((file, exports)) => {
                 self.seen.insert(key);
                 let points = self.spec.points_for(path, &exports);
+                if points.iter().any(|p| p.kind == ProbeKind::Launch) {
+                    self.launch_libs.insert(key);
+                    self.launch_pids.insert(pid);
+                }
                 let open_path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
                 found.push(FoundLibrary {
                     dev: key.0,
@@ -446,6 +476,10 @@ fn detach_all<L: Send>(links: Vec<L>) {
     });
 }
 
+/// Shortest pause between a launch window and one opened early for a new
+/// process (`ProbeManager::request_window`).
+pub const EXTRA_WINDOW_GAP: Duration = Duration::from_secs(1);
+
 /// Owns the uprobe links: permanent ones (sync, markers) and the launch
 /// probes of the current window.
 pub struct ProbeManager<L: Send + 'static> {
@@ -458,6 +492,7 @@ pub struct ProbeManager<L: Send + 'static> {
     period: Duration,
     next_window: Instant,
     window_end: Option<Instant>,
+    last_window_end: Option<Instant>,
     /// Launch probes stay attached, like the others (`scx_express trace
     /// --probe-policy full`): exact counts at the full probe cost.
     launch_always: bool,
@@ -490,6 +525,7 @@ impl<L: Send + 'static> ProbeManager<L> {
             period,
             next_window: Instant::now(),
             window_end: None,
+            last_window_end: None,
             launch_always: false,
             reaper: None,
             counts: ProbeCounts::default(),
@@ -544,12 +580,16 @@ impl<L: Send + 'static> ProbeManager<L> {
             }
         );
         if !self.launch_always && lib.points.iter().any(|p| p.kind == ProbeKind::Launch) {
-            self.close_window();
-            self.next_window = Instant::now();
+            let now = Instant::now();
+            self.close_window(now);
+            self.next_window = now;
         }
     }
 
-    fn close_window(&mut self) {
+    fn close_window(&mut self, now: Instant) {
+        if self.window_end.is_some() {
+            self.last_window_end = Some(now);
+        }
         let links = std::mem::take(&mut self.window);
         if !links.is_empty() {
             debug!("launch window closed: detaching {} probes", links.len());
@@ -587,6 +627,23 @@ impl<L: Send + 'static> ProbeManager<L> {
         Some(self.window_end.unwrap_or(self.next_window))
     }
 
+    /// Opens a launch window soon for a process that started after its
+    /// CUDA library was probed. Windows opened this way start at least
+    /// `EXTRA_WINDOW_GAP` after the previous one ended, so processes that
+    /// start all the time cost at most window / (window + gap) of the
+    /// launch-probe overhead.
+    pub fn request_window(&mut self, now: Instant) {
+        if self.launch_always || self.launch_points.is_empty() || self.window_end.is_some() {
+            return;
+        }
+        let earliest = self
+            .last_window_end
+            .map_or(now, |end| (end + EXTRA_WINDOW_GAP).max(now));
+        if earliest < self.next_window {
+            self.next_window = earliest;
+        }
+    }
+
     /// How long a caller polling for events may sleep, at most `max`, and
     /// still call `tick` in time for the next window to open or close.
     pub fn poll_timeout(&self, max: Duration) -> Duration {
@@ -599,7 +656,7 @@ impl<L: Send + 'static> ProbeManager<L> {
     pub fn tick<A: Attacher<Link = L>>(&mut self, a: &mut A, now: Instant) {
         if let Some(end) = self.window_end {
             if now >= end {
-                self.close_window();
+                self.close_window(now);
             }
             return;
         }
@@ -764,6 +821,100 @@ mod tests {
                 point("sync", 2, ProbeKind::Sync),
             ],
         }
+    }
+
+    #[test]
+    fn a_new_process_gets_a_window_soon_but_not_back_to_back() {
+        let mut a = FakeAttacher(vec![]);
+        let mut m = ProbeManager::new(Duration::from_millis(100), Duration::from_secs(60));
+        m.add_library(&mut a, launch_and_sync_library());
+        let t0 = Instant::now();
+        m.tick(&mut a, t0);
+        assert!(m.counts().window_open);
+        // Asked while a window is open: nothing more.
+        m.request_window(t0);
+        m.tick(&mut a, t0 + Duration::from_millis(150));
+        assert!(!m.counts().window_open);
+        let closed = m.last_window_end.expect("window end recorded");
+        assert_eq!(closed, t0 + Duration::from_millis(150));
+        assert!(m.next_deadline().unwrap() >= t0 + Duration::from_secs(60));
+
+        // A new process right after: the next window waits out the gap...
+        let asked = closed + Duration::from_millis(10);
+        m.request_window(asked);
+        assert_eq!(m.next_deadline(), Some(closed + EXTRA_WINDOW_GAP));
+        m.tick(&mut a, asked);
+        assert!(!m.counts().window_open, "opened back to back");
+        // ...then opens, long before the periodic one.
+        m.tick(&mut a, closed + EXTRA_WINDOW_GAP);
+        assert!(m.counts().window_open);
+        assert_eq!(m.counts().windows, 2);
+    }
+
+    #[test]
+    fn scanner_reports_new_processes_of_a_probed_library() {
+        let libc = [
+            "/lib/x86_64-linux-gnu/libc.so.6",
+            "/usr/lib64/libc.so.6",
+            "/lib64/libc.so.6",
+        ]
+        .iter()
+        .map(Path::new)
+        .find(|p| p.exists())
+        .expect("libc");
+        // libc stands in for libcuda: `malloc` is its "launch" entry point.
+        let cfg = crate::config::ClassifyConfig {
+            libraries: vec!["libc.so*".into()],
+            launch_symbols: vec!["malloc".into()],
+            sync_symbols: vec![],
+            markers: vec![],
+            ..Default::default()
+        };
+        let root = std::env::temp_dir().join(format!("express-scan-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let add_process = |pid: u32| {
+            let dir = root.join(pid.to_string());
+            std::fs::create_dir_all(dir.join("root/lib")).unwrap();
+            std::os::unix::fs::symlink(libc, dir.join("root/lib/libc.so.6")).unwrap();
+            std::fs::write(
+                dir.join("maps"),
+                "7f00-7f10 r-xp 00000000 08:01 1 /lib/libc.so.6\n",
+            )
+            .unwrap();
+        };
+        let mut scanner = LibraryScanner::new(ProbeSpec::from_config(&cfg).unwrap(), 100);
+
+        add_process(100);
+        let first = scanner.scan(&root);
+        assert_eq!(first.libraries.len(), 1, "the library, once");
+        assert!(
+            first.new_processes.is_empty(),
+            "its window opens with the library"
+        );
+
+        add_process(101);
+        let second = scanner.scan(&root);
+        assert!(second.libraries.is_empty());
+        assert_eq!(second.new_processes, vec![101]);
+
+        let third = scanner.scan(&root);
+        assert!(third.new_processes.is_empty(), "each process once");
+
+        // Seen before its loader mapped the library (no maps yet), then
+        // with the mapping on a later pass: still reported.
+        let early = root.join("102");
+        std::fs::create_dir_all(&early).unwrap();
+        std::fs::write(
+            early.join("maps"),
+            "7f00-7f10 r-xp 00000000 08:01 1 /bin/sh\n",
+        )
+        .unwrap();
+        assert!(scanner.scan(&root).new_processes.is_empty());
+        std::fs::remove_dir_all(&early).unwrap();
+        add_process(102);
+        let mut full = LibraryScanner { pass: 0, ..scanner };
+        assert_eq!(full.scan(&root).new_processes, vec![102]);
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

@@ -23,7 +23,7 @@ use crate::classify::{self, Pins};
 use crate::config::{Config, ConfigSource, Scope};
 use crate::fair::{Decision, FairParams, FairPolicy, Runnable};
 use crate::preflight;
-use crate::probes::{Attacher, FoundLibrary, ProbeKind, ProbeManager, ProbePoint};
+use crate::probes::{Attacher, Discovery, ProbeKind, ProbeManager, ProbePoint};
 use crate::stats::{ClassMetrics, CpuMetrics, Metrics, SharedMetrics};
 
 const US: u64 = 1_000;
@@ -100,7 +100,7 @@ pub struct Scheduler<'a> {
     cfg: Config,
     topo: Topology,
     irq_window_ns: u64,
-    new_libraries: std::sync::mpsc::Receiver<FoundLibrary>,
+    new_libraries: std::sync::mpsc::Receiver<Discovery>,
     _pins: Pins,
 }
 
@@ -198,8 +198,14 @@ impl<'a> Scheduler<'a> {
         let mut att = SkelAttacher {
             progs: &self.skel.progs,
         };
-        while let Ok(lib) = self.new_libraries.try_recv() {
-            self.probes.add_library(&mut att, lib);
+        while let Ok(msg) = self.new_libraries.try_recv() {
+            match msg {
+                Discovery::Library(lib) => self.probes.add_library(&mut att, lib),
+                Discovery::NewProcess(pid) => {
+                    debug!("new CUDA process {pid}: launch window soon");
+                    self.probes.request_window(Instant::now());
+                }
+            }
         }
         self.probes.tick(&mut att, Instant::now());
     }

@@ -26,7 +26,7 @@ use log::{info, warn};
 use crate::bpf_intf;
 use crate::classify::{self, Source, TaskMap};
 use crate::config::{ClassName, Config, Scope};
-use crate::probes::{Attacher, ProbeKind, ProbeManager, ProbePoint};
+use crate::probes::{Attacher, Discovery, ProbeKind, ProbeManager, ProbePoint};
 use crate::trace_report::{
     self as report, Analyzer, Event, IrqRow, PointInfo, PointRow, Report, WindowSim,
 };
@@ -368,7 +368,15 @@ pub fn run(args: &TraceArgs, cfg: &Config, shutdown: &AtomicBool, verbose: bool)
         }
         // Events come without wakeups (see trace.bpf.c): read them now.
         ring.consume()?;
-        while let Ok(lib) = new_libraries.try_recv() {
+        while let Ok(msg) = new_libraries.try_recv() {
+            let lib = match msg {
+                Discovery::Library(lib) => lib,
+                Discovery::NewProcess(_) => {
+                    // As the scheduler does; the window shows in `windows`.
+                    probes.request_window(Instant::now());
+                    continue;
+                }
+            };
             if lib.points.iter().any(|p| p.kind == ProbeKind::Launch) {
                 sink.borrow_mut()
                     .analyzer

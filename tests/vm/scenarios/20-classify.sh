@@ -2,7 +2,9 @@
 # Classification: a CUDA launcher (stand-in libcuda.so.1 exporting the real
 # symbols) becomes gpu within 1 s of its first launch and `scx_express ps`
 # shows it; its sibling thread stays normal; it is normal again after
-# idle_demote_ms; a late dlopen() is caught; a cgroup rule, the shipped
+# idle_demote_ms; a new process of an already-probed library that only
+# launches (no sync yet) gets a launch window and is classified too; a
+# late dlopen() is caught; a cgroup rule, the shipped
 # marker and `scx_express mark` each classify an agent stand-in; a non-root
 # `mark` is refused and changes nothing.
 # vmtest: smp=2 timeout=300 bins=target/release/scx_express files=workloads/build:/opt/w
@@ -12,6 +14,9 @@
 cat >/tmp/cfg.toml <<'CFG'
 [classify]
 idle_demote_ms = 1500
+# No periodic launch window during the test: only the ones opened for a
+# new library or a new CUDA process.
+launch_period_ms = 600000
 [[classify.rules]]
 class = "agent"
 cgroup_prefix = "/agents"
@@ -66,6 +71,18 @@ wait_until 10 grep -q '"tok_s"\|tok/s\|tokens' /tmp/decode.out
 wait_unclassified "$tid" 8 || fail_with_logs "launcher $tid still gpu after going idle"
 echo "ok: idle launcher demoted to normal"
 kill "$dec" 2>/dev/null
+
+# 3b. A new process of the library probed above whose launcher only
+# launches (its first sync is 10^9 launches away): the sync probes cannot
+# see it, and periodic windows are off here, so only the window opened for
+# a new CUDA process can classify it.
+/opt/w/decode --launches 1000000000 --warmup 0 --tokens 1 >/tmp/nosync.out 2>&1 &
+ns=$!
+tid=$(line_value /tmp/nosync.out launcher_tid 10) || fail "decode (no sync) did not start"
+wait_class "$tid" gpu 5 || fail_with_logs "launch-only launcher $tid of a new process not classified within 5 s"
+echo "ok: launch-only launcher of a new process classified gpu ($(class_of "$tid"))"
+grep -q "new CUDA process $ns" /tmp/scx.log || fail_with_logs "no window was asked for process $ns"
+kill "$ns" 2>/dev/null
 
 # 4. A program that dlopen()s libcuda after the scheduler started.
 /opt/w/decode --dlopen --dlopen-delay-ms 1500 --duration 4 >/tmp/dl.out 2>&1 &
