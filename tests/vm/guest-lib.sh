@@ -127,6 +127,20 @@ scx_stat() {
     scx_express stats --flat 2>/dev/null | awk -v k="$1" '$1 == k { print $2; f = 1 } END { if (!f) print 0 }'
 }
 
+# Stats are snapshots taken once a second: values that are compared with
+# each other must come from one snapshot, or a refresh between two reads
+# skews them. stats_snapshot FILE saves one; snap_sum FILE KEY... prints the
+# sum of KEYs in it (0 for a missing key).
+stats_snapshot() {
+    scx_express stats --flat >"$1" 2>/dev/null
+}
+snap_sum() {
+    _f=$1
+    shift
+    awk -v keys="$*" 'BEGIN { n = split(keys, k, " "); for (i = 1; i <= n; i++) want[k[i]] = 1 }
+        ($1 in want) { s += $2 } END { print s + 0 }' "$_f"
+}
+
 # start_scx LOG [ARGS...]: start scx_express in the background with its
 # output in LOG, set $SCX_PID, and wait (up to 60 s) until it is attached.
 # Fails the scenario at once if it exits first, showing its log.

@@ -15,8 +15,8 @@ dec=$!
 sleep 3
 
 express() {
-    echo $(($(scx_stat classes.gpu.prev) + $(scx_stat classes.gpu.llc) + $(scx_stat classes.gpu.any) + \
-        $(scx_stat classes.gpu.preempt) + $(scx_stat classes.gpu.requeue)))
+    stats_snapshot /tmp/snap
+    snap_sum /tmp/snap classes.gpu.prev classes.gpu.llc classes.gpu.any classes.gpu.preempt classes.gpu.requeue
 }
 gain() { _a=$(express); sleep 3; echo $(($(express) - _a)); }
 
