@@ -20,8 +20,8 @@ sleep 3 # classified, warmed up
 stats_snapshot /tmp/s0
 sleep 4
 stats_snapshot /tmp/s1
-p0=$(snap_sum /tmp/s0 classes.gpu.prev) t0=$(snap_sum /tmp/s0 $PLACED)
-p1=$(snap_sum /tmp/s1 classes.gpu.prev) t1=$(snap_sum /tmp/s1 $PLACED)
+p0=$(snap_sum /tmp/s0 classes.gpu.prev) t0=$(snap_sum /tmp/s0 "$PLACED")
+p1=$(snap_sum /tmp/s1 classes.gpu.prev) t1=$(snap_sum /tmp/s1 "$PLACED")
 wait $dec
 dp=$((p1 - p0)) dt=$((t1 - t0))
 log "express wakeups: $dt placed, $dp on the previous CPU"
