@@ -719,10 +719,9 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn elf_offsets_of_libc_are_inside_the_file() {
-        // Any dynamic library of the host does: libc is always there.
-        let libc = [
+    /// The host's libc: a real ELF library that is always there.
+    fn host_libc() -> &'static Path {
+        [
             "/lib/x86_64-linux-gnu/libc.so.6",
             "/usr/lib64/libc.so.6",
             "/lib64/libc.so.6",
@@ -730,7 +729,13 @@ mod tests {
         .iter()
         .map(Path::new)
         .find(|p| p.exists())
-        .expect("libc");
+        .expect("libc")
+    }
+
+    #[test]
+    fn elf_offsets_of_libc_are_inside_the_file() {
+        // Any dynamic library of the host does: libc is always there.
+        let libc = host_libc();
         let syms = elf_function_offsets(libc).unwrap();
         let len = std::fs::metadata(libc).unwrap().len();
         let off = syms["malloc"];
@@ -853,15 +858,7 @@ mod tests {
 
     #[test]
     fn scanner_reports_new_processes_of_a_probed_library() {
-        let libc = [
-            "/lib/x86_64-linux-gnu/libc.so.6",
-            "/usr/lib64/libc.so.6",
-            "/lib64/libc.so.6",
-        ]
-        .iter()
-        .map(Path::new)
-        .find(|p| p.exists())
-        .expect("libc");
+        let libc = host_libc();
         // libc stands in for libcuda: `malloc` is its "launch" entry point.
         let cfg = crate::config::ClassifyConfig {
             libraries: vec!["libc.so*".into()],
