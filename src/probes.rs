@@ -441,7 +441,7 @@ impl LibraryScanner {
     }
 }
 
-/// Attach and detach requests, run on the thread that owns the BPF object.
+/// Attaches one probe point; the link detaches it when dropped.
 pub trait Attacher {
     type Link;
     fn attach(&mut self, path: &Path, point: &ProbePoint) -> Result<Self::Link>;
@@ -678,6 +678,77 @@ impl<L: Send + 'static> ProbeManager<L> {
             self.window.len(),
             now.elapsed()
         );
+    }
+}
+
+/// A `ProbeManager` on a thread of its own. Attaching a uprobe waits in
+/// the kernel (about 56 ms for a launch window under TCG, longer with many
+/// processes mapping the library); on the scheduler's loop that wait
+/// delayed every fair-path decision past BPF's rescue timeout.
+pub struct ProbeThread {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    counts: std::sync::Arc<std::sync::Mutex<ProbeCounts>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// How long the probe thread waits for discovery before it checks for stop.
+const PROBE_THREAD_POLL: Duration = Duration::from_millis(100);
+
+impl ProbeThread {
+    /// Serves `discovery` with `manager` and `attacher` until dropped (or
+    /// until discovery hangs up). Dropping it detaches every probe.
+    pub fn spawn<A>(
+        mut attacher: A,
+        mut manager: ProbeManager<A::Link>,
+        discovery: std::sync::mpsc::Receiver<Discovery>,
+    ) -> Result<Self>
+    where
+        A: Attacher + Send + 'static,
+        A::Link: Send + 'static,
+    {
+        use std::sync::atomic::Ordering;
+        use std::sync::mpsc::RecvTimeoutError;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let counts = std::sync::Arc::new(std::sync::Mutex::new(manager.counts()));
+        let (stop2, counts2) = (stop.clone(), counts.clone());
+        let thread = std::thread::Builder::new()
+            .name("express-probes".into())
+            .spawn(move || {
+                while !stop2.load(Ordering::Relaxed) {
+                    match discovery.recv_timeout(manager.poll_timeout(PROBE_THREAD_POLL)) {
+                        Ok(Discovery::Library(lib)) => manager.add_library(&mut attacher, lib),
+                        Ok(Discovery::NewProcess(pid)) => {
+                            debug!("new CUDA process {pid}: launch window soon");
+                            manager.request_window(Instant::now());
+                        }
+                        Err(RecvTimeoutError::Timeout) => {}
+                        Err(RecvTimeoutError::Disconnected) => break,
+                    }
+                    manager.tick(&mut attacher, Instant::now());
+                    *counts2.lock().unwrap_or_else(|e| e.into_inner()) = manager.counts();
+                }
+                // Dropping the manager detaches its probes, here.
+            })
+            .context("spawning the probe thread")?;
+        Ok(Self {
+            stop,
+            counts,
+            thread: Some(thread),
+        })
+    }
+
+    /// The manager's counters, as of its last turn.
+    pub fn counts(&self) -> ProbeCounts {
+        *self.counts.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for ProbeThread {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 
@@ -1031,5 +1102,65 @@ mod tests {
             10,
             "all detached when the manager goes"
         );
+    }
+
+    /// Attaches only once the gate opens, like a uprobe registration
+    /// waiting in the kernel; its links count their detaches.
+    struct SlowAttacher(std::sync::Arc<Gate>);
+    struct CountedLink(std::sync::Arc<Gate>);
+    impl Drop for CountedLink {
+        fn drop(&mut self) {
+            self.0.done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    impl Attacher for SlowAttacher {
+        type Link = CountedLink;
+        fn attach(&mut self, _: &Path, _: &ProbePoint) -> Result<CountedLink> {
+            let g = &self.0;
+            g.begun.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let open = g.open.lock().unwrap();
+            let _ = g
+                .opened
+                .wait_timeout_while(open, Duration::from_secs(30), |o| !*o)
+                .unwrap();
+            Ok(CountedLink(g.clone()))
+        }
+    }
+
+    #[test]
+    fn the_probe_thread_attaches_without_blocking_its_owner() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let gate = std::sync::Arc::new(Gate::default());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let manager = ProbeManager::new(Duration::from_secs(60), Duration::from_secs(60));
+        let thread = ProbeThread::spawn(SlowAttacher(gate.clone()), manager, rx).unwrap();
+        tx.send(Discovery::Library(launch_and_sync_library())).unwrap();
+
+        // The attach is stuck in the "kernel"; the owner carries on.
+        let wait_for = |what: &dyn Fn() -> bool| {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while !what() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            what()
+        };
+        assert!(wait_for(&|| gate.begun.load(SeqCst) == 1), "no attach began");
+        assert_eq!(thread.counts().libraries, 0, "counted before attaching");
+
+        *gate.open.lock().unwrap() = true;
+        gate.opened.notify_all();
+        // The sync probe, then a launch window opened at once.
+        assert!(
+            wait_for(&|| thread.counts().windows == 1),
+            "no window opened"
+        );
+        let c = thread.counts();
+        assert_eq!((c.libraries, c.permanent), (1, 1));
+        assert!(c.window_open);
+        assert_eq!(gate.begun.load(SeqCst), 2);
+
+        // Dropping the thread detaches both probes before it returns.
+        drop(thread);
+        assert_eq!(gate.done.load(SeqCst), 2);
     }
 }

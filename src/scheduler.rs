@@ -23,7 +23,7 @@ use crate::classify::{self, Pins};
 use crate::config::{Config, ConfigSource, Scope};
 use crate::fair::{Decision, FairParams, FairPolicy, Runnable};
 use crate::preflight;
-use crate::probes::{Attacher, Discovery, ProbeKind, ProbeManager, ProbePoint};
+use crate::probes::{Attacher, ProbeKind, ProbeManager, ProbePoint, ProbeThread};
 use crate::stats::{ClassMetrics, CpuMetrics, Metrics, SharedMetrics};
 
 const US: u64 = 1_000;
@@ -96,31 +96,60 @@ pub struct Scheduler<'a> {
     skel: BpfSkel<'a>,
     struct_ops: Option<libbpf_rs::Link>,
     policy: FairPolicy,
-    probes: ProbeManager<libbpf_rs::Link>,
+    /// Attaches and detaches the uprobes; stopped before `skel` goes.
+    probes: Option<ProbeThread>,
     cfg: Config,
     topo: Topology,
     irq_window_ns: u64,
-    new_libraries: std::sync::mpsc::Receiver<Discovery>,
     _pins: Pins,
 }
 
-/// Attaches uprobes with the programs of classify.bpf.c.
-struct SkelAttacher<'s, 'o> {
-    progs: &'s crate::bpf_skel::BpfProgs<'o>,
+impl Drop for Scheduler<'_> {
+    fn drop(&mut self) {
+        // The probe thread uses the skeleton's programs: stop it first.
+        self.probes.take();
+    }
 }
 
-impl Attacher for SkelAttacher<'_, '_> {
+/// Attaches uprobes with the programs of classify.bpf.c, on the probe
+/// thread.
+struct SkelAttacher {
+    launch: ProgPtr,
+    sync: ProgPtr,
+    mark_agent: ProgPtr,
+    mark_gpu: ProgPtr,
+    mark_normal: ProgPtr,
+}
+
+/// A loaded BPF program, handed to the probe thread.
+struct ProgPtr(std::ptr::NonNull<libbpf_rs::libbpf_sys::bpf_program>);
+
+// SAFETY: libbpf only reads a loaded program to attach it, the scheduler
+// thread never touches these programs after load, and the BPF object
+// outlives the probe thread (Scheduler::drop stops it first).
+unsafe impl Send for ProgPtr {}
+
+impl ProgPtr {
+    fn of(prog: &libbpf_rs::ProgramMut<'_>) -> Self {
+        use libbpf_rs::AsRawLibbpf;
+        Self(prog.as_libbpf_object())
+    }
+}
+
+impl Attacher for SkelAttacher {
     type Link = libbpf_rs::Link;
 
     fn attach(&mut self, path: &std::path::Path, point: &ProbePoint) -> Result<libbpf_rs::Link> {
         use crate::config::ClassName;
-        let prog = match point.kind {
-            ProbeKind::Launch => &self.progs.cuda_launch,
-            ProbeKind::Sync => &self.progs.cuda_sync,
-            ProbeKind::Mark(ClassName::Agent) => &self.progs.mark_agent,
-            ProbeKind::Mark(ClassName::Gpu) => &self.progs.mark_gpu,
-            ProbeKind::Mark(ClassName::Normal) => &self.progs.mark_normal,
+        let ptr = match point.kind {
+            ProbeKind::Launch => &mut self.launch,
+            ProbeKind::Sync => &mut self.sync,
+            ProbeKind::Mark(ClassName::Agent) => &mut self.mark_agent,
+            ProbeKind::Mark(ClassName::Gpu) => &mut self.mark_gpu,
+            ProbeKind::Mark(ClassName::Normal) => &mut self.mark_normal,
         };
+        // SAFETY: see ProgPtr; the program is valid while the thread runs.
+        let prog = libbpf_rs::ProgramMut::new_mut(unsafe { ptr.0.as_mut() });
         Ok(prog.attach_uprobe(false, -1, path, point.offset as usize)?)
     }
 }
@@ -170,10 +199,19 @@ impl<'a> Scheduler<'a> {
             &cfg.classify,
             libbpf_rs::MapHandle::try_from(&skel.maps.task_class)?,
         )?;
-        let probes = ProbeManager::new(
+        let progs = &skel.progs;
+        let attacher = SkelAttacher {
+            launch: ProgPtr::of(&progs.cuda_launch),
+            sync: ProgPtr::of(&progs.cuda_sync),
+            mark_agent: ProgPtr::of(&progs.mark_agent),
+            mark_gpu: ProgPtr::of(&progs.mark_gpu),
+            mark_normal: ProgPtr::of(&progs.mark_normal),
+        };
+        let manager = ProbeManager::new(
             Duration::from_millis(cfg.classify.launch_window_ms),
             Duration::from_millis(cfg.classify.launch_period_ms),
         );
+        let probes = ProbeThread::spawn(attacher, manager, new_libraries)?;
 
         let struct_ops =
             Some(scx_ops_attach!(skel, express_ops).map_err(preflight::explain_load_error)?);
@@ -183,31 +221,12 @@ impl<'a> Scheduler<'a> {
             skel,
             struct_ops,
             policy: FairPolicy::new(fair_params(cfg)),
-            probes,
+            probes: Some(probes),
             cfg: cfg.clone(),
             topo,
             irq_window_ns: cfg.express.irq_window_ms * MS,
-            new_libraries,
             _pins: pins,
         })
-    }
-
-    /// Attaches probes to libraries the scanner found, and runs the launch
-    /// probe windows. Only attach/detach syscalls: cheap enough for this loop.
-    fn service_probes(&mut self) {
-        let mut att = SkelAttacher {
-            progs: &self.skel.progs,
-        };
-        while let Ok(msg) = self.new_libraries.try_recv() {
-            match msg {
-                Discovery::Library(lib) => self.probes.add_library(&mut att, lib),
-                Discovery::NewProcess(pid) => {
-                    debug!("new CUDA process {pid}: launch window soon");
-                    self.probes.request_window(Instant::now());
-                }
-            }
-        }
-        self.probes.tick(&mut att, Instant::now());
     }
 
     fn bss(&self) -> &crate::bpf_skel::types::bss {
@@ -245,6 +264,7 @@ impl<'a> Scheduler<'a> {
         use bpf_intf::*;
         let c = self.read_counters()?;
         let lane = self.read_lane_counters()?;
+        let probes = self.probes.as_ref().map(|p| p.counts()).unwrap_or_default();
         let mut classes = BTreeMap::new();
         for (name, class) in [
             ("gpu", task_class_CLASS_GPU),
@@ -279,8 +299,8 @@ impl<'a> Scheduler<'a> {
             rescued: c[stat_idx_STAT_RESCUED as usize],
             wakeup_preempt: c[stat_idx_STAT_FAIR_PREEMPT as usize],
             fair_tasks: self.policy.nr_tasks() as u64,
-            probed_libraries: self.probes.counts().libraries,
-            launch_windows: self.probes.counts().windows,
+            probed_libraries: probes.libraries,
+            launch_windows: probes.windows,
             classes,
             cpus: self.read_cpus()?,
         })
@@ -410,9 +430,7 @@ impl<'a> Scheduler<'a> {
         let mut metrics_file_ok = true;
         let mut batch = Vec::new();
         while !shutdown.load(Ordering::Relaxed) && !uei_exited!(&self.skel, uei) {
-            // Wake up in time to open or close a launch window on schedule:
-            // a window left open longer costs the full probe overhead.
-            if let Err(e) = queued.poll(self.probes.poll_timeout(POLL_TIMEOUT)) {
+            if let Err(e) = queued.poll(POLL_TIMEOUT) {
                 if e.kind() != libbpf_rs::ErrorKind::Interrupted {
                     return Err(e).context("polling the queued ring buffer");
                 }
@@ -441,7 +459,6 @@ impl<'a> Scheduler<'a> {
             if sent > 0 {
                 self.add_user_submitted(sent);
             }
-            self.service_probes();
             // A reload also refreshes the stats at once, so that readers see
             // counters of the new config, not a snapshot from before it.
             let reloaded = reload.swap(false, Ordering::Relaxed) && {
