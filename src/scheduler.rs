@@ -101,6 +101,8 @@ pub struct Scheduler<'a> {
     cfg: Config,
     topo: Topology,
     irq_window_ns: u64,
+    /// Longest enqueue -> read delay of a queued task this second.
+    user_lag_max_ns: u64,
     _pins: Pins,
 }
 
@@ -225,6 +227,7 @@ impl<'a> Scheduler<'a> {
             cfg: cfg.clone(),
             topo,
             irq_window_ns: cfg.express.irq_window_ms * MS,
+            user_lag_max_ns: 0,
             _pins: pins,
         })
     }
@@ -298,6 +301,11 @@ impl<'a> Scheduler<'a> {
             fallback: c[stat_idx_STAT_FALLBACK as usize],
             rescued: c[stat_idx_STAT_RESCUED as usize],
             wakeup_preempt: c[stat_idx_STAT_FAIR_PREEMPT as usize],
+            fair_wakeups: c[stat_idx_STAT_FAIR_WAKEUPS as usize],
+            fair_decide_us: c[stat_idx_STAT_FAIR_DECIDE_NS as usize] / US,
+            fair_wait_us: c[stat_idx_STAT_FAIR_WAIT_NS as usize] / US,
+            fair_waits_over_1ms: c[stat_idx_STAT_FAIR_WAIT_OVER_1MS as usize],
+            user_lag_max_us: self.user_lag_max_ns / US,
             fair_tasks: self.policy.nr_tasks() as u64,
             probed_libraries: probes.libraries,
             launch_windows: probes.windows,
@@ -442,6 +450,7 @@ impl<'a> Scheduler<'a> {
             let now = classify::monotonic_ns();
             let mut sent = 0;
             for msg in batch.drain(..) {
+                self.user_lag_max_ns = self.user_lag_max_ns.max(now.saturating_sub(msg.enq_ns));
                 let d = self
                     .policy
                     .decide(&runnable(&msg), vtime_now, nr_waiting, now);
@@ -486,6 +495,7 @@ impl<'a> Scheduler<'a> {
                     }
                 }
                 *metrics.lock().unwrap() = m;
+                self.user_lag_max_ns = 0;
             }
         }
 

@@ -70,6 +70,16 @@ pub struct Metrics {
     pub rescued: u64,
     #[stat(desc = "Fair-path wakeups that preempted a later-deadline task")]
     pub wakeup_preempt: u64,
+    #[stat(desc = "Fair-path wakeups decided by userspace that ran")]
+    pub fair_wakeups: u64,
+    #[stat(desc = "Total time their decisions took, wakeup to dispatch (us)")]
+    pub fair_decide_us: u64,
+    #[stat(desc = "Total time they waited to run, wakeup to running (us)")]
+    pub fair_wait_us: u64,
+    #[stat(desc = "Fair-path wakeups that waited over 1 ms to run")]
+    pub fair_waits_over_1ms: u64,
+    #[stat(desc = "Longest wait of a task for the userspace scheduler to read it, last second (us)")]
+    pub user_lag_max_us: u64,
     #[stat(desc = "Tasks known to the fair policy")]
     pub fair_tasks: u64,
     #[stat(desc = "Libraries with CUDA or marker uprobes attached")]
@@ -124,6 +134,16 @@ impl Metrics {
             self.fair_tasks,
             self.probed_libraries,
             self.launch_windows,
+        )?;
+        let wakeups = self.fair_wakeups.max(1) as f64;
+        writeln!(
+            w,
+            "[fair] wakeups {} | decide avg {:.0}us | wait avg {:.0}us >1ms {} | user lag max {}us",
+            self.fair_wakeups,
+            self.fair_decide_us as f64 / wakeups,
+            self.fair_wait_us as f64 / wakeups,
+            self.fair_waits_over_1ms,
+            self.user_lag_max_us,
         )?;
         for (name, c) in &self.classes {
             writeln!(
@@ -184,6 +204,13 @@ impl Metrics {
             fallback: self.fallback.wrapping_sub(prev.fallback),
             rescued: self.rescued.wrapping_sub(prev.rescued),
             wakeup_preempt: self.wakeup_preempt.wrapping_sub(prev.wakeup_preempt),
+            fair_wakeups: self.fair_wakeups.wrapping_sub(prev.fair_wakeups),
+            fair_decide_us: self.fair_decide_us.wrapping_sub(prev.fair_decide_us),
+            fair_wait_us: self.fair_wait_us.wrapping_sub(prev.fair_wait_us),
+            fair_waits_over_1ms: self
+                .fair_waits_over_1ms
+                .wrapping_sub(prev.fair_waits_over_1ms),
+            user_lag_max_us: self.user_lag_max_us,
             fair_tasks: self.fair_tasks,
             probed_libraries: self.probed_libraries,
             launch_windows: self.launch_windows.wrapping_sub(prev.launch_windows),
@@ -231,6 +258,26 @@ pub fn openmetrics_text(m: &Metrics) -> String {
         "wakeup_preempt",
         "Fair-path wakeups that preempted a later-deadline task",
         &one(m.wakeup_preempt),
+    );
+    counter(
+        "fair_wakeups",
+        "Fair-path wakeups decided by userspace that ran",
+        &one(m.fair_wakeups),
+    );
+    counter(
+        "fair_decide_us",
+        "Time fair wakeups waited for their decision, microseconds",
+        &one(m.fair_decide_us),
+    );
+    counter(
+        "fair_wait_us",
+        "Time fair wakeups waited to run, microseconds",
+        &one(m.fair_wait_us),
+    );
+    counter(
+        "fair_waits_over_1ms",
+        "Fair-path wakeups that waited over 1 ms to run",
+        &one(m.fair_waits_over_1ms),
     );
     counter(
         "launch_windows",
@@ -450,6 +497,8 @@ mod tests {
     fn delta_subtracts_counters_keeps_gauges() {
         let mut a = Metrics {
             user_queued: 10,
+            fair_wait_us: 700,
+            user_lag_max_us: 40,
             fair_tasks: 5,
             ..Default::default()
         };
@@ -462,6 +511,8 @@ mod tests {
         );
         let mut b = a.clone();
         b.user_queued = 25;
+        b.fair_wait_us = 1000;
+        b.user_lag_max_us = 30;
         b.cpus.insert(
             "0".into(),
             CpuMetrics {
@@ -472,6 +523,8 @@ mod tests {
         let d = b.delta(&a);
         assert_eq!(d.user_queued, 15);
         assert_eq!(d.fair_tasks, 5);
+        assert_eq!(d.fair_wait_us, 300);
+        assert_eq!(d.user_lag_max_us, 30, "a gauge: the newest value");
         assert_eq!(d.cpus["0"].express_runs, 5);
         assert_eq!(d.cpus["0"].irq_pct, 3.0);
     }

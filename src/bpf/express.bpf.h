@@ -32,6 +32,7 @@ extern volatile u64 class_rate_ppm[NR_CLASSES];
 extern volatile u64 express_slice_ns;
 
 /* ---- Stats (main.bpf.c) ---- */
+void stat_add(enum stat_idx idx, u64 val);
 void stat_inc(enum stat_idx idx);
 
 /* ---- Per-task context and class (classify.bpf.c) ---- */

@@ -134,7 +134,13 @@ __hidden bool fair_enqueue_user(struct task_struct *p, u64 enq_flags)
 	msg->sum_exec_runtime = p->se.sum_exec_runtime;
 	tctx = task_ctx_get(p);
 	msg->express_exec_ns = tctx ? tctx->express_exec_ns : 0;
+	if (tctx) {
+		/* Wakeup latency of the fair path, measured in fair_running(). */
+		tctx->fair_woken_ns = (enq_flags & SCX_ENQ_WAKEUP) ? bpf_ktime_get_ns() : 0;
+		tctx->fair_decided_ns = 0;
+	}
 	msg->flags = (enq_flags & SCX_ENQ_WAKEUP) ? QUEUED_WAKEUP : 0;
+	msg->enq_ns = bpf_ktime_get_ns();
 	bpf_ringbuf_submit(msg, 0);
 
 	stat_inc(STAT_USER_QUEUED);
@@ -156,8 +162,11 @@ __hidden void note_fair_dispatch(struct task_struct *p, bool fair)
 {
 	struct task_ctx *tctx = task_ctx_get(p);
 
-	if (tctx)
-		tctx->fair_dispatched = fair;
+	if (!tctx)
+		return;
+	tctx->fair_dispatched = fair;
+	if (fair && tctx->fair_woken_ns)
+		tctx->fair_decided_ns = bpf_ktime_get_ns();
 }
 
 /*
@@ -366,6 +375,26 @@ __hidden void fair_dispatch(s32 cpu, struct task_struct *prev)
 	}
 }
 
+/*
+ * A fair wakeup that went through userspace starts running: account how
+ * long the decision took and how long the task then waited for a CPU.
+ */
+static void fair_wakeup_latency(struct task_ctx *tctx)
+{
+	u64 now = bpf_ktime_get_ns(), woken = tctx->fair_woken_ns;
+	u64 decided = tctx->fair_decided_ns;
+
+	tctx->fair_woken_ns = 0;
+	tctx->fair_decided_ns = 0;
+	if (!decided || time_before(now, decided) || time_before(decided, woken))
+		return;
+	stat_inc(STAT_FAIR_WAKEUPS);
+	stat_add(STAT_FAIR_DECIDE_NS, decided - woken);
+	stat_add(STAT_FAIR_WAIT_NS, now - woken);
+	if (now - woken > NSEC_PER_MSEC)
+		stat_inc(STAT_FAIR_WAIT_OVER_1MS);
+}
+
 __hidden void fair_running(struct task_struct *p)
 {
 	struct task_ctx *tctx = task_ctx_get(p);
@@ -376,6 +405,8 @@ __hidden void fair_running(struct task_struct *p)
 		cc->curr_fair_deadline = fair ? p->scx.dsq_vtime : 0;
 	if (fair && time_before(vtime_now, p->scx.dsq_vtime))
 		vtime_now = p->scx.dsq_vtime;
+	if (tctx && tctx->fair_woken_ns)
+		fair_wakeup_latency(tctx);
 }
 
 __hidden void fair_stopping(struct task_struct *p)

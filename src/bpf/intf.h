@@ -39,6 +39,10 @@ enum stat_idx {
 	STAT_FALLBACK,		/* enqueued by BPF alone (userspace busy or full) */
 	STAT_RESCUED,		/* in-flight tasks dispatched by BPF after rescue_ms */
 	STAT_FAIR_PREEMPT,	/* fair wakeups that preempted a later-deadline task */
+	STAT_FAIR_WAKEUPS,	/* fair wakeups decided by userspace that ran */
+	STAT_FAIR_DECIDE_NS,	/* their enqueue -> decision inserted delays (ns) */
+	STAT_FAIR_WAIT_NS,	/* their enqueue -> running delays (ns) */
+	STAT_FAIR_WAIT_OVER_1MS, /* of those, waits over 1 ms */
 	NR_EXPRESS_STATS,
 };
 
@@ -115,6 +119,8 @@ struct task_ctx {
 	u64 express_since_ns;	/* start of the current express run, 0 if none */
 	u64 express_queued_ns;	/* when the pending express dispatch was made */
 	u64 express_exec_ns;	/* express running time ever, charged or not */
+	u64 fair_woken_ns;	/* fair wakeup handed to userspace at, 0 if none */
+	u64 fair_decided_ns;	/* its decision inserted at, 0 if not yet */
 };
 
 /*
@@ -132,6 +138,7 @@ struct queued_task {
 	u64 weight;		/* sched_ext weight: 100 is nice 0 */
 	u64 sum_exec_runtime;	/* total CPU time so far (ns) */
 	u64 express_exec_ns;	/* part of it spent in the express lane (ns) */
+	u64 enq_ns;		/* when it was queued (CLOCK_MONOTONIC) */
 };
 
 /* struct queued_task flags. */

@@ -94,13 +94,18 @@ struct {
 	__type(value, u64);
 } stats SEC(".maps");
 
-__hidden void stat_inc(enum stat_idx idx)
+__hidden void stat_add(enum stat_idx idx, u64 val)
 {
 	u32 key = idx;
 	u64 *cnt = bpf_map_lookup_elem(&stats, &key);
 
 	if (cnt)
-		(*cnt)++;
+		*cnt += val;
+}
+
+__hidden void stat_inc(enum stat_idx idx)
+{
+	stat_add(idx, 1);
 }
 
 /* ---- Who bypasses both lanes ---- */
