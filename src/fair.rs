@@ -79,7 +79,8 @@ impl FairPolicy {
 
     /// Decides CPU, slice and deadline for a runnable task.
     ///
-    /// `vtime_now` is the virtual time of the most recently started task;
+    /// `vtime_now` is the fair path's virtual time (fair.bpf.c: the front
+    /// of the runnable tasks' deadlines);
     /// `nr_waiting` estimates how many tasks compete; `now_ns` is only used
     /// to forget tasks that have gone away.
     pub fn decide(

@@ -54,7 +54,12 @@ struct {
 /* In-flight sequence numbers: [tail + 1, head] are handed out. */
 volatile u64 inflight_head, inflight_tail;
 
-/* Vtime of the most recently started fair task; userspace reads it. */
+/*
+ * The fair path's virtual time: the front of the runnable tasks' deadlines
+ * (the earlier of the task last started and the shared DSQ's head), never
+ * going back. Userspace places waking and new tasks relative to it; see
+ * fair_running().
+ */
 volatile u64 vtime_now;
 
 /* Decisions userspace has submitted (written by userspace) and drained. */
@@ -71,6 +76,31 @@ static struct inflight_slot *slot_of(u64 seq)
 	u32 idx = (seq - 1) & (INFLIGHT_SLOTS - 1);
 
 	return bpf_map_lookup_elem(&inflight, &idx);
+}
+
+/*
+ * Per-CPU state of the ops.dispatch() call in progress. It lives in a map,
+ * not on the stack, so the verifier does not unroll the drain loop once
+ * per possible count.
+ */
+struct dispatch_state {
+	u32 budget;	/* decisions left to drain */
+	u32 inserted;	/* tasks inserted into DSQs so far */
+	u32 deferred;	/* the previous call returned early to be called again */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct dispatch_state);
+} dispatch_states SEC(".maps");
+
+static struct dispatch_state *dispatch_state_get(void)
+{
+	u32 key = 0;
+
+	return bpf_map_lookup_elem(&dispatch_states, &key);
 }
 
 /* The fair DSQ a task goes to: its CPU's DSQ if pinned or asked for, else shared. */
@@ -200,12 +230,16 @@ static void wakeup_preempt(struct task_struct *p, u64 dsq, u64 vtime)
 static void fair_insert(struct task_struct *p, s32 cpu, u64 slice_ns, u64 vtime,
 			bool wakeup)
 {
+	struct dispatch_state *ds;
 	u64 dsq = fair_dsq(p, cpu);
 
 	note_fair_dispatch(p, true);
 	if (!slice_ns || slice_ns > slice_max_ns)
 		slice_ns = slice_max_ns;
 	scx_bpf_dsq_insert_vtime(p, dsq, slice_ns, vtime, 0);
+	ds = dispatch_state_get();
+	if (ds)
+		ds->inserted++;
 	kick_idle_for(p, dsq);
 	if (wakeup && fair_wakeup_preempt)
 		wakeup_preempt(p, dsq, vtime);
@@ -217,28 +251,9 @@ static bool slot_claim(struct inflight_slot *slot, u64 seq)
 	return __sync_bool_compare_and_swap(&slot->seq, seq, seq | SLOT_DONE);
 }
 
-/*
- * Decisions left to drain in this ops.dispatch() call, per CPU. It lives in
- * a map, not on the stack, so the verifier does not unroll the drain loop
- * once per possible count.
- */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, u32);
-	__type(value, u32);
-} drain_budget SEC(".maps");
-
-static u32 *drain_budget_get(void)
-{
-	u32 key = 0;
-
-	return bpf_map_lookup_elem(&drain_budget, &key);
-}
-
 static long drain_one(struct bpf_dynptr *dynptr, void *data)
 {
-	u32 *budget = drain_budget_get();
+	struct dispatch_state *ds = dispatch_state_get();
 	struct dispatched_task msg;
 	struct inflight_slot *slot;
 	struct task_struct *p;
@@ -259,9 +274,9 @@ static long drain_one(struct bpf_dynptr *dynptr, void *data)
 		bpf_task_release(p);
 	}
 next:
-	if (!budget || *budget <= 1)
+	if (!ds || ds->budget <= 1)
 		return 1;
-	(*budget)--;
+	ds->budget--;
 	return 0;
 }
 
@@ -348,15 +363,32 @@ static bool keep_prev(struct task_struct *prev, u64 best_queued)
 
 __hidden void fair_dispatch(s32 cpu, struct task_struct *prev)
 {
-	u32 *budget = drain_budget_get();
+	struct dispatch_state *ds = dispatch_state_get();
 	u64 local_head, shared_head;
+	bool again = true;
 
-	if (budget) {
-		*budget = DRAIN_BATCH;
+	if (ds) {
+		ds->budget = DRAIN_BATCH;
+		ds->inserted = 0;
+		again = ds->deferred;
+		ds->deferred = 0;
 		bpf_user_ringbuf_drain(&dispatched, drain_one, NULL, 0);
 	}
 	retire_and_rescue(scx_bpf_now());
 	nr_queued_shared = scx_bpf_dsq_nr_queued(SHARED_DSQ);
+
+	/*
+	 * Inserts made in ops.dispatch() reach their DSQ only when it returns,
+	 * so a task just drained is not visible to the pick below: a woken task
+	 * bound for this CPU would wait behind whatever we picked, for a whole
+	 * slice. Return instead: the kernel calls ops.dispatch() again when the
+	 * call inserted tasks and the local DSQ is still empty, and that call
+	 * sees them. Once: the next call picks even if it drained more.
+	 */
+	if (ds && ds->inserted && !again) {
+		ds->deferred = 1;
+		return;
+	}
 
 	local_head = head_vtime(cpu);
 	shared_head = head_vtime(SHARED_DSQ);
@@ -403,8 +435,20 @@ __hidden void fair_running(struct task_struct *p)
 
 	if (cc)
 		cc->curr_fair_deadline = fair ? p->scx.dsq_vtime : 0;
-	if (fair && time_before(vtime_now, p->scx.dsq_vtime))
-		vtime_now = p->scx.dsq_vtime;
+	/*
+	 * Advance the front. Not the latest deadline started: CPU hogs'
+	 * deadlines spread over several slices, and a woken task placed one
+	 * slice before the latest one lands in the middle of them, behind
+	 * every hog that lags (up to slice_max_us x a few per wakeup).
+	 */
+	if (fair) {
+		u64 front = p->scx.dsq_vtime, head = head_vtime(SHARED_DSQ);
+
+		if (time_before(head, front))
+			front = head;
+		if (time_before(vtime_now, front))
+			vtime_now = front;
+	}
 	if (tctx && tctx->fair_woken_ns)
 		fair_wakeup_latency(tctx);
 }
