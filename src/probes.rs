@@ -1110,7 +1110,9 @@ mod tests {
     struct CountedLink(std::sync::Arc<Gate>);
     impl Drop for CountedLink {
         fn drop(&mut self) {
-            self.0.done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            self.0
+                .done
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
     }
     impl Attacher for SlowAttacher {
@@ -1134,7 +1136,8 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         let manager = ProbeManager::new(Duration::from_secs(60), Duration::from_secs(60));
         let thread = ProbeThread::spawn(SlowAttacher(gate.clone()), manager, rx).unwrap();
-        tx.send(Discovery::Library(launch_and_sync_library())).unwrap();
+        tx.send(Discovery::Library(launch_and_sync_library()))
+            .unwrap();
 
         // The attach is stuck in the "kernel"; the owner carries on.
         let wait_for = |what: &dyn Fn() -> bool| {
@@ -1144,7 +1147,10 @@ mod tests {
             }
             what()
         };
-        assert!(wait_for(&|| gate.begun.load(SeqCst) == 1), "no attach began");
+        assert!(
+            wait_for(&|| gate.begun.load(SeqCst) == 1),
+            "no attach began"
+        );
         assert_eq!(thread.counts().libraries, 0, "counted before attaching");
 
         *gate.open.lock().unwrap() = true;

@@ -78,7 +78,9 @@ pub struct Metrics {
     pub fair_wait_us: u64,
     #[stat(desc = "Fair-path wakeups that waited over 1 ms to run")]
     pub fair_waits_over_1ms: u64,
-    #[stat(desc = "Longest wait of a task for the userspace scheduler to read it, last second (us)")]
+    #[stat(
+        desc = "Longest wait of a task for the userspace scheduler to read it, last second (us)"
+    )]
     pub user_lag_max_us: u64,
     #[stat(desc = "Tasks known to the fair policy")]
     pub fair_tasks: u64,
