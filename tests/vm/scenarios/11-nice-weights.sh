@@ -32,6 +32,5 @@ echo "ok: CPU 1 stayed busy ($((d0 + d5)) ticks of 1500)"
 
 wait $h0 $h5
 check "scheduler still attached" sched_state_is enabled
-kill -INT "$scx"
-wait "$scx" || fail "scx_express exited $? after SIGINT"
-echo "ok: detached"
+SCX_PID=$scx
+stop_scx

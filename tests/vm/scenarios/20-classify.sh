@@ -137,7 +137,7 @@ wait_class "$tid" gpu 2 || fail_with_logs "mark --pid did not classify $tid"
 echo "ok: mark --pid classified the process's thread gpu"
 kill "$cg"
 
-kill -INT "$scx"
-wait "$scx" || fail "scx_express exited $? after SIGINT"
+SCX_PID=$scx
+stop_scx
 [ ! -e /sys/fs/bpf/scx_express ] || fail "pinned maps left behind after exit"
-echo "ok: detached, pins removed"
+echo "ok: pins removed"

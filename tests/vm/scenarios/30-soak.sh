@@ -113,9 +113,5 @@ healthy "end"
 echo "ok: no ejection, no stall, scheduler attached and alive after ${SOAK_SECS}s"
 grep -E '^\[' /tmp/scx.log | tail -n 4
 
-kill -INT "$scx"
-wait "$scx"
-rc=$?
-[ "$rc" = 0 ] || fail "scx_express exited $rc after SIGINT, expected 0"
-wait_sched_state disabled 10 || fail "state did not return to disabled"
-echo "ok: detached cleanly"
+SCX_PID=$scx
+stop_scx

@@ -138,6 +138,5 @@ if dmesg_has 'runnable task stall|sched_ext: .*(error|disabled)'; then
 fi
 
 kill "$mk"
-kill -INT "$scx"
-wait "$scx" || fail "scx_express exited $? after SIGINT"
-echo "ok: detached"
+SCX_PID=$scx
+stop_scx

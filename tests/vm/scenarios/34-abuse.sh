@@ -139,6 +139,5 @@ expect "scheduler still attached" \
     alive_and_attached
 [ "$errors" = 0 ] || fail_with_logs "$errors check(s) failed"
 
-kill -INT "$scx"
-wait "$scx" || fail "scx_express exited $? after SIGINT"
-echo "ok: detached"
+SCX_PID=$scx
+stop_scx

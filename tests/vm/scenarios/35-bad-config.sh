@@ -76,7 +76,5 @@ seq1=$(enable_seq)
 log "good config attached: ops $(sched_ops_name), enable_seq $seq0 -> $seq1"
 [ "$seq1" -gt "$seq0" ] || fail "enable_seq did not move on a real load"
 echo "ok: positive control: a good config attaches and enable_seq moves"
-kill -INT "$scx"
-wait "$scx" || fail "scx_express exited $? after SIGINT"
-wait_sched_state disabled 10 || fail "state did not return to disabled"
-echo "ok: detached"
+SCX_PID=$scx
+stop_scx

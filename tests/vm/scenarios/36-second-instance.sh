@@ -60,8 +60,7 @@ if monitor_ok; then echo "ok: --monitor still reaches the first instance"; else
     cat /tmp/monitor.out; bad "--monitor no longer reaches the first instance"; fi
 [ "$errors" = 0 ] || fail "$errors check(s) failed after a second instance"
 
-kill -INT "$scx"
-wait "$scx" || fail "scx_express exited $? after SIGINT"
-wait_sched_state disabled 10 || fail "state did not return to disabled"
+SCX_PID=$scx
+stop_scx
 [ ! -e "$PINS" ] || fail "pins left behind after a clean exit"
-echo "ok: detached cleanly"
+echo "ok: no pins left behind"
