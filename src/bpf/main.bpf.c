@@ -181,6 +181,23 @@ void BPF_STRUCT_OPS(express_enqueue, struct task_struct *p, u64 enq_flags)
 		return;
 
 	/*
+	 * A wakeup that skipped ops.select_cpu() (a pinned task) on an idle
+	 * CPU: run it there now, as direct_idle does for the others. Through
+	 * userspace it would wait for the scheduler to wake up as well.
+	 */
+	if (direct_idle && (enq_flags & SCX_ENQ_WAKEUP) && p->nr_cpus_allowed == 1) {
+		s32 cpu = scx_bpf_task_cpu(p);
+
+		if (scx_bpf_test_and_clear_cpu_idle(cpu)) {
+			note_fair_dispatch(p, false);
+			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_max_ns, enq_flags);
+			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+			stat_inc(STAT_DIRECT_IDLE);
+			return;
+		}
+	}
+
+	/*
 	 * Other kernel threads (RCU, workqueues) take the BPF-only fair
 	 * fallback: the userspace scheduler may itself be waiting on them, for
 	 * example in synchronize_rcu() while attaching a uprobe.
