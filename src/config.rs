@@ -574,6 +574,24 @@ mod tests {
     }
 
     #[test]
+    fn every_shipped_config_loads_and_differs_from_the_default_where_it_says() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+                continue;
+            }
+            let cfg = Config::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            if path.file_name().unwrap() != "default.toml" {
+                assert_ne!(cfg, Config::default(), "{} changes nothing", path.display());
+            }
+            seen += 1;
+        }
+        assert!(seen >= 3, "only {seen} configs found in {}", dir.display());
+    }
+
+    #[test]
     fn empty_file_is_all_defaults() {
         assert_eq!(Config::parse("", "empty").unwrap(), Config::default());
     }
