@@ -234,58 +234,58 @@ pub fn openmetrics_text(m: &Metrics) -> String {
             let _ = writeln!(out, "scx_express_{name}_total{labels} {v}");
         }
     };
-    let one = |v: u64| vec![(String::new(), v as f64)];
-    counter(
-        "user_queued",
-        "Tasks handed to the userspace scheduler",
-        &one(m.user_queued),
-    );
-    counter(
-        "user_dispatched",
-        "Decisions sent back by userspace",
-        &one(m.user_dispatched),
-    );
-    counter(
-        "direct_idle",
-        "Wakeups placed directly on an idle CPU",
-        &one(m.direct_idle),
-    );
-    counter("fallback", "Tasks enqueued by BPF alone", &one(m.fallback));
-    counter(
-        "rescued",
-        "Tasks rescued by BPF after rescue_ms",
-        &one(m.rescued),
-    );
-    counter(
-        "wakeup_preempt",
-        "Fair-path wakeups that preempted a later-deadline task",
-        &one(m.wakeup_preempt),
-    );
-    counter(
-        "fair_wakeups",
-        "Fair-path wakeups decided by userspace that ran",
-        &one(m.fair_wakeups),
-    );
-    counter(
-        "fair_decide_us",
-        "Time fair wakeups waited for their decision, microseconds",
-        &one(m.fair_decide_us),
-    );
-    counter(
-        "fair_wait_us",
-        "Time fair wakeups waited to run, microseconds",
-        &one(m.fair_wait_us),
-    );
-    counter(
-        "fair_waits_over_1ms",
-        "Fair-path wakeups that waited over 1 ms to run",
-        &one(m.fair_waits_over_1ms),
-    );
-    counter(
-        "launch_windows",
-        "Launch-probe windows opened",
-        &one(m.launch_windows),
-    );
+    let totals: [(&str, &str, u64); 11] = [
+        (
+            "user_queued",
+            "Tasks handed to the userspace scheduler",
+            m.user_queued,
+        ),
+        (
+            "user_dispatched",
+            "Decisions sent back by userspace",
+            m.user_dispatched,
+        ),
+        (
+            "direct_idle",
+            "Wakeups placed directly on an idle CPU",
+            m.direct_idle,
+        ),
+        ("fallback", "Tasks enqueued by BPF alone", m.fallback),
+        ("rescued", "Tasks rescued by BPF after rescue_ms", m.rescued),
+        (
+            "wakeup_preempt",
+            "Fair-path wakeups that preempted a later-deadline task",
+            m.wakeup_preempt,
+        ),
+        (
+            "fair_wakeups",
+            "Fair-path wakeups decided by userspace that ran",
+            m.fair_wakeups,
+        ),
+        (
+            "fair_decide_us",
+            "Time fair wakeups waited for their decision, microseconds",
+            m.fair_decide_us,
+        ),
+        (
+            "fair_wait_us",
+            "Time fair wakeups waited to run, microseconds",
+            m.fair_wait_us,
+        ),
+        (
+            "fair_waits_over_1ms",
+            "Fair-path wakeups that waited over 1 ms to run",
+            m.fair_waits_over_1ms,
+        ),
+        (
+            "launch_windows",
+            "Launch-probe windows opened",
+            m.launch_windows,
+        ),
+    ];
+    for (name, help, v) in totals {
+        counter(name, help, &[(String::new(), v as f64)]);
+    }
     let per_class = |f: fn(&ClassMetrics) -> u64| -> Vec<(String, f64)> {
         m.classes
             .iter()
