@@ -57,16 +57,16 @@ u32 cpu_llc_of(s32 cpu);
 void lane_stat_inc(u32 class, enum lane_stat_idx idx);
 s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wake_flags);
 bool express_lane_enqueue(struct task_struct *p, u64 enq_flags);
-void express_lane_running(struct task_struct *p);
-void express_lane_stopping(struct task_struct *p);
+void express_lane_running(struct task_ctx *tctx, struct cpu_ctx *cc);
+void express_lane_stopping(struct task_ctx *tctx, struct cpu_ctx *cc);
 
 /* ---- Fair path through the userspace scheduler (fair.bpf.c) ---- */
 s32 fair_init(void);
 bool fair_enqueue_user(struct task_struct *p, u64 enq_flags);
 void fair_enqueue_fallback(struct task_struct *p, u64 enq_flags);
 void fair_dispatch(s32 cpu, struct task_struct *prev);
-void fair_running(struct task_struct *p);
-void fair_stopping(struct task_struct *p);
+void fair_running(struct task_struct *p, struct task_ctx *tctx, struct cpu_ctx *cc);
+void fair_stopping(struct cpu_ctx *cc);
 void note_fair_dispatch(struct task_struct *p, bool fair);
 
 #endif /* __EXPRESS_BPF_H */

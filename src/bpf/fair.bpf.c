@@ -427,10 +427,8 @@ static void fair_wakeup_latency(struct task_ctx *tctx)
 		stat_inc(STAT_FAIR_WAIT_OVER_1MS);
 }
 
-__hidden void fair_running(struct task_struct *p)
+__hidden void fair_running(struct task_struct *p, struct task_ctx *tctx, struct cpu_ctx *cc)
 {
-	struct task_ctx *tctx = task_ctx_get(p);
-	struct cpu_ctx *cc = cpu_ctx_of(scx_bpf_task_cpu(p));
 	bool fair = tctx && tctx->fair_dispatched;
 
 	if (cc)
@@ -453,10 +451,8 @@ __hidden void fair_running(struct task_struct *p)
 		fair_wakeup_latency(tctx);
 }
 
-__hidden void fair_stopping(struct task_struct *p)
+__hidden void fair_stopping(struct cpu_ctx *cc)
 {
-	struct cpu_ctx *cc = cpu_ctx_of(scx_bpf_task_cpu(p));
-
 	if (cc)
 		cc->curr_fair_deadline = 0;
 }

@@ -220,14 +220,21 @@ void BPF_STRUCT_OPS(express_dispatch, s32 cpu, struct task_struct *prev)
 
 void BPF_STRUCT_OPS(express_running, struct task_struct *p)
 {
-	fair_running(p);
-	express_lane_running(p);
+	/* Both lanes read the task's and the CPU's state: look them up once. */
+	struct task_ctx *tctx = task_ctx_get(p);
+	struct cpu_ctx *cc = cpu_ctx_of(scx_bpf_task_cpu(p));
+
+	fair_running(p, tctx, cc);
+	express_lane_running(tctx, cc);
 }
 
 void BPF_STRUCT_OPS(express_stopping, struct task_struct *p, bool runnable)
 {
-	fair_stopping(p);
-	express_lane_stopping(p);
+	struct task_ctx *tctx = task_ctx_get(p);
+	struct cpu_ctx *cc = cpu_ctx_of(scx_bpf_task_cpu(p));
+
+	fair_stopping(cc);
+	express_lane_stopping(tctx, cc);
 }
 
 s32 BPF_STRUCT_OPS(express_init_task, struct task_struct *p,

@@ -211,10 +211,8 @@ __hidden bool express_lane_enqueue(struct task_struct *p, u64 enq_flags)
 	return true;
 }
 
-__hidden void express_lane_running(struct task_struct *p)
+__hidden void express_lane_running(struct task_ctx *tctx, struct cpu_ctx *cc)
 {
-	struct task_ctx *tctx = task_ctx_get(p);
-	struct cpu_ctx *cc = cpu_ctx_of(scx_bpf_task_cpu(p));
 	bool express = tctx && tctx->express_queued;
 	u64 now, wait;
 
@@ -237,11 +235,8 @@ __hidden void express_lane_running(struct task_struct *p)
 	}
 }
 
-__hidden void express_lane_stopping(struct task_struct *p)
+__hidden void express_lane_stopping(struct task_ctx *tctx, struct cpu_ctx *cc)
 {
-	struct task_ctx *tctx = task_ctx_get(p);
-	struct cpu_ctx *cc = cpu_ctx_of(scx_bpf_task_cpu(p));
-
 	if (cc)
 		cc->curr_express = 0;
 	if (tctx)
