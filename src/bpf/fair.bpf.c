@@ -133,6 +133,7 @@ __hidden bool fair_enqueue_user(struct task_struct *p, u64 enq_flags)
 	struct queued_task *msg;
 	struct inflight_slot *slot;
 	u64 now = scx_bpf_now(), seq;
+	bool wakeup = enq_flags & SCX_ENQ_WAKEUP;
 
 	if (time_before(now, degraded_until_ns))
 		return false;
@@ -151,7 +152,7 @@ __hidden bool fair_enqueue_user(struct task_struct *p, u64 enq_flags)
 	}
 	WRITE_ONCE(slot->pid, p->pid);
 	WRITE_ONCE(slot->enq_ns, now);
-	WRITE_ONCE(slot->wakeup, !!(enq_flags & SCX_ENQ_WAKEUP));
+	WRITE_ONCE(slot->wakeup, wakeup);
 	WRITE_ONCE(slot->seq, seq);
 
 	msg->pid = p->pid;
@@ -164,13 +165,13 @@ __hidden bool fair_enqueue_user(struct task_struct *p, u64 enq_flags)
 	msg->sum_exec_runtime = p->se.sum_exec_runtime;
 	tctx = task_ctx_get(p);
 	msg->express_exec_ns = tctx ? tctx->express_exec_ns : 0;
+	msg->flags = wakeup ? QUEUED_WAKEUP : 0;
+	msg->enq_ns = bpf_ktime_get_ns();
 	if (tctx) {
 		/* Wakeup latency of the fair path, measured in fair_running(). */
-		tctx->fair_woken_ns = (enq_flags & SCX_ENQ_WAKEUP) ? bpf_ktime_get_ns() : 0;
+		tctx->fair_woken_ns = wakeup ? msg->enq_ns : 0;
 		tctx->fair_decided_ns = 0;
 	}
-	msg->flags = (enq_flags & SCX_ENQ_WAKEUP) ? QUEUED_WAKEUP : 0;
-	msg->enq_ns = bpf_ktime_get_ns();
 	bpf_ringbuf_submit(msg, 0);
 
 	stat_inc(STAT_USER_QUEUED);
@@ -439,7 +440,8 @@ __hidden void fair_running(struct task_struct *p, struct task_ctx *tctx, struct 
 	 * slice before the latest one lands in the middle of them, behind
 	 * every hog that lags (up to slice_max_us x a few per wakeup).
 	 */
-	if (fair) {
+	if (fair && time_before(vtime_now, p->scx.dsq_vtime)) {
+		/* Only then can the front move: peek at the shared DSQ. */
 		u64 front = p->scx.dsq_vtime, head = head_vtime(SHARED_DSQ);
 
 		if (time_before(head, front))

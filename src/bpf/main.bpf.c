@@ -124,6 +124,15 @@ static bool is_pcpu_kthread(const struct task_struct *p)
 	return (p->flags & PF_KTHREAD) && p->nr_cpus_allowed == 1;
 }
 
+/* Run @p on an idle CPU through @dsq_id, bypassing the userspace scheduler. */
+static void dispatch_to_idle(struct task_struct *p, u64 dsq_id, u64 enq_flags,
+			     enum stat_idx stat)
+{
+	note_fair_dispatch(p, false);
+	scx_bpf_dsq_insert(p, dsq_id, slice_max_ns, enq_flags);
+	stat_inc(stat);
+}
+
 /* ---- sched_ext callbacks ---- */
 
 s32 BPF_STRUCT_OPS(express_select_cpu, struct task_struct *p, s32 prev_cpu,
@@ -142,11 +151,9 @@ s32 BPF_STRUCT_OPS(express_select_cpu, struct task_struct *p, s32 prev_cpu,
 	}
 
 	cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);
-	if (is_idle && (direct_idle || is_usersched(p))) {
-		note_fair_dispatch(p, false);
-		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_max_ns, 0);
-		stat_inc(is_usersched(p) ? STAT_USERSCHED : STAT_DIRECT_IDLE);
-	}
+	if (is_idle && (direct_idle || is_usersched(p)))
+		dispatch_to_idle(p, SCX_DSQ_LOCAL, 0,
+				 is_usersched(p) ? STAT_USERSCHED : STAT_DIRECT_IDLE);
 	return cpu;
 }
 
@@ -189,10 +196,8 @@ void BPF_STRUCT_OPS(express_enqueue, struct task_struct *p, u64 enq_flags)
 		s32 cpu = scx_bpf_task_cpu(p);
 
 		if (scx_bpf_test_and_clear_cpu_idle(cpu)) {
-			note_fair_dispatch(p, false);
-			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_max_ns, enq_flags);
+			dispatch_to_idle(p, SCX_DSQ_LOCAL_ON | cpu, enq_flags, STAT_DIRECT_IDLE);
 			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
-			stat_inc(STAT_DIRECT_IDLE);
 			return;
 		}
 	}
