@@ -1,0 +1,35 @@
+#!/bin/sh
+# Benchmark (prints numbers, asserts no timing): wakeup latency of an
+# ordinary (fair-path) task under 8 CPU hogs, EEVDF then scx_express, in
+# one boot. cyclictest -i 1000 for 6 s, twice under scx_express, each
+# followed by the fair-path stats that split a wakeup into the userspace
+# decision (fair_decide_us) and the whole wait to run (fair_wait_us), per
+# fair_wakeups. TCG timings are ratios within one boot: repeat the boot.
+#   tests/vm/run.sh bench/vm/fair-wakeup.sh
+# vmtest: smp=2 timeout=300 bins=target/release/scx_express,/usr/bin/stress-ng,/usr/bin/cyclictest
+# shellcheck source=../guest-lib.sh
+. /lib/vmtest/guest-lib.sh
+
+# One cyclictest run; prints its min/avg/max latency (us).
+cyc() {
+    cyclictest -q -D 6 -i 1000 -t 1 -h 20000 --json=/tmp/c.json >/dev/null 2>&1
+    grep -E '"(min|avg|max)"' /tmp/c.json | tr -d ' \n'
+    echo
+}
+fair_stats() {
+    scx_express stats --flat |
+        grep -E "^(fair_wakeups|fair_decide_us|fair_wait_us|fair_waits_over_1ms|wakeup_preempt|rescued) " |
+        tr '\n' ' '
+    echo
+}
+
+stress-ng --cpu 8 --cpu-method fft --timeout 100s >/dev/null 2>&1 &
+sleep 1
+log "EEVDF, 8 hogs: $(cyc)"
+start_scx /tmp/scx.log
+sleep 1
+log "scx_express, 8 hogs: $(cyc)"
+log "  $(fair_stats)"
+log "scx_express, 8 hogs: $(cyc)"
+log "  $(fair_stats)"
+stop_scx
