@@ -9,7 +9,7 @@ use std::mem::size_of;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::Receiver;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
@@ -343,6 +343,62 @@ impl RuleEngine {
     }
 }
 
+/// How long a new CUDA process has to get a gpu thread through the sync
+/// probes (always attached) before it is given a launch window.
+pub const NEW_PROCESS_GRACE: Duration = Duration::from_secs(1);
+
+/// Holds back the launch window asked for a new CUDA process. Most
+/// launchers sync within a token, and a sync probe hit classifies them; a
+/// window would only add launch-probe cost to the process's first second.
+/// Processes with no gpu thread when their grace ends get the window (a
+/// launcher that never syncs itself); the periodic windows catch the rest.
+#[derive(Debug, Default)]
+pub struct NewProcessGate {
+    pending: Vec<(u32, Instant)>,
+}
+
+impl NewProcessGate {
+    pub fn add(&mut self, pid: u32, now: Instant) {
+        if !self.pending.iter().any(|&(p, _)| p == pid) {
+            self.pending.push((pid, now + NEW_PROCESS_GRACE));
+        }
+    }
+
+    /// Processes whose grace has ended without a gpu thread.
+    /// `has_gpu_thread(pid)` is None for a process that is gone.
+    pub fn due(
+        &mut self,
+        now: Instant,
+        mut has_gpu_thread: impl FnMut(u32) -> Option<bool>,
+    ) -> Vec<u32> {
+        let mut due = Vec::new();
+        self.pending.retain(|&(pid, at)| {
+            if now < at {
+                return true;
+            }
+            match has_gpu_thread(pid) {
+                Some(false) => due.push(pid),
+                Some(true) => debug!("new CUDA process {pid}: classified by its syncs, no window"),
+                None => {}
+            }
+            false
+        });
+        due
+    }
+}
+
+/// Whether a thread of `pid` is gpu now; None if the process is gone.
+fn process_has_gpu_thread(map: &TaskMap, proc_root: &Path, pid: u32) -> Option<bool> {
+    let tids = threads_of(proc_root, pid as i32).ok()?;
+    let now = monotonic_ns();
+    Some(tids.iter().any(|&tid| {
+        map.class_info(tid)
+            .ok()
+            .flatten()
+            .is_some_and(|ci| effective_class(&ci, now) == ClassName::Gpu)
+    }))
+}
+
 /// Runs library discovery and rules on one thread, so reading /proc never
 /// delays scheduling decisions. New libraries arrive on the channel.
 pub fn spawn_scanner(
@@ -360,9 +416,17 @@ pub fn spawn_scanner(
             let mut scanner = LibraryScanner::new(spec, full_every);
             let mut marks_applied: HashMap<i32, ClassName> = HashMap::new();
             let proc_root = Path::new("/proc");
+            let mut gate = NewProcessGate::default();
             loop {
                 let found = scanner.scan(proc_root);
-                let news = found.new_processes.into_iter().map(Discovery::NewProcess);
+                let now = Instant::now();
+                for pid in found.new_processes {
+                    gate.add(pid, now);
+                }
+                let news = gate
+                    .due(now, |pid| process_has_gpu_thread(&class_map, proc_root, pid))
+                    .into_iter()
+                    .map(Discovery::NewProcess);
                 for msg in found
                     .libraries
                     .into_iter()
@@ -657,5 +721,27 @@ mod tests {
         assert!(tids.contains(&me));
         let f = ThreadFacts::read(Path::new("/proc"), me, me).unwrap();
         assert!(!f.comm.is_empty());
+    }
+
+    #[test]
+    fn a_new_process_gets_a_window_only_if_its_syncs_did_not_classify_it() {
+        let t0 = Instant::now();
+        let mut gate = NewProcessGate::default();
+        gate.add(10, t0); // will sync: a gpu thread by the end of its grace
+        gate.add(11, t0); // launches only
+        gate.add(12, t0); // exits
+        gate.add(11, t0 + Duration::from_millis(500)); // seen twice: once
+        let never = |_| -> Option<bool> { panic!("asked before the grace ended") };
+        assert!(gate.due(t0 + NEW_PROCESS_GRACE / 2, never).is_empty());
+        let state = |pid| match pid {
+            10 => Some(true),
+            11 => Some(false),
+            _ => None,
+        };
+        assert_eq!(gate.due(t0 + NEW_PROCESS_GRACE, state), vec![11]);
+        assert!(
+            gate.due(t0 + 4 * NEW_PROCESS_GRACE, state).is_empty(),
+            "each process is decided once"
+        );
     }
 }

@@ -3,8 +3,8 @@
 # symbols) becomes gpu within 1 s of its first launch and `scx_express ps`
 # shows it; its sibling thread stays normal; it is normal again after
 # idle_demote_ms; a new process of an already-probed library that only
-# launches (no sync yet) gets a launch window and is classified too; a
-# late dlopen() is caught; a cgroup rule, the shipped
+# launches (no sync yet) gets a launch window and is classified too, one
+# that syncs gets none; a late dlopen() is caught; a cgroup rule, the shipped
 # marker and `scx_express mark` each classify an agent stand-in; a non-root
 # `mark` is refused and changes nothing.
 # vmtest: smp=2 timeout=300 bins=target/release/scx_express files=workloads/build:/opt/w
@@ -81,8 +81,22 @@ ns=$!
 tid=$(line_value /tmp/nosync.out launcher_tid 10) || fail "decode (no sync) did not start"
 wait_class "$tid" gpu 5 || fail_with_logs "launch-only launcher $tid of a new process not classified within 5 s"
 echo "ok: launch-only launcher of a new process classified gpu ($(class_of "$tid"))"
-grep -q "new CUDA process $ns" /tmp/scx.log || fail_with_logs "no window was asked for process $ns"
+grep -q "new CUDA process $ns: launch window soon" /tmp/scx.log || fail_with_logs "no window was asked for process $ns"
 kill "$ns" 2>/dev/null
+
+# 3c. A new process whose launcher syncs every token is classified by the
+# sync probes, so it is not given a launch window (and its launches stay
+# unprobed).
+/opt/w/decode --duration 4 >/tmp/sync.out 2>&1 &
+sy=$!
+tid=$(line_value /tmp/sync.out launcher_tid 10) || fail "decode (syncing) did not start"
+wait_class "$tid" gpu 5 || fail_with_logs "syncing launcher $tid of a new process not classified"
+wait_until 5 grep -q "new CUDA process $sy: classified by its syncs, no window" /tmp/scx.log ||
+    fail_with_logs "no decision logged for the syncing process $sy"
+! grep -q "new CUDA process $sy: launch window soon" /tmp/scx.log ||
+    fail_with_logs "the syncing process $sy was given a launch window"
+echo "ok: a new process classified by its syncs gets no launch window"
+kill "$sy" 2>/dev/null
 
 # 4. A program that dlopen()s libcuda after the scheduler started.
 /opt/w/decode --dlopen --dlopen-delay-ms 1500 --duration 4 >/tmp/dl.out 2>&1 &
