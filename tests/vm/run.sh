@@ -2,7 +2,7 @@
 # Boot one VM test scenario under QEMU (TCG) and exit with its status.
 # See tests/vm/README.md. Exit codes: the scenario's own rc; 98 when the
 # scenario passed but the kernel logged BUG/Oops/panic; 99 when the guest
-# died (panic, hang, no result) twice in a row; 2 for usage/setup errors.
+# died (panic, hang, no result) in 3 boots in a row; 2 for usage/setup errors.
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
@@ -35,7 +35,7 @@ shift
 [ -f "$scenario" ] || die "scenario not found: $scenario"
 name=$(basename "$scenario" .sh)
 
-smp=2 mem=2G timeout=300 disk='' append='' keep_log='' out_dir='' quiet=0 attempts=2
+smp=2 mem=2G timeout=300 disk='' append='' keep_log='' out_dir='' quiet=0 attempts=3
 bins=() files=() envs=()
 
 # Header paths are relative to the repository root.
@@ -195,7 +195,7 @@ while [ "$attempt" -lt "$attempts" ]; do
         rc=${rc%@@}
         msg "$name: scenario rc=$rc after ${secs}s"
         if [ "$attempt" -gt 1 ]; then
-            msg "note: $name: result is from boot $attempt; boot 1 died (flaky guest?)"
+            msg "note: $name: result is from boot $attempt; the earlier boot(s) died (flaky guest?)"
         fi
         break
     fi
@@ -203,7 +203,7 @@ while [ "$attempt" -lt "$attempts" ]; do
     msg "--- last 20 console lines ---"
     tail -n 20 "$log" | sed 's/^/  | /' >&2
     if [ "$attempt" -lt "$attempts" ]; then
-        msg "$name: retrying the boot once"
+        msg "$name: booting again ($((attempts - attempt)) more at most)"
     else
         msg "VM DIED: $name: no result from $attempts boot(s); NOT a pass (rc=99)"
     fi
