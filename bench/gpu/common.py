@@ -3,7 +3,8 @@
 Every workload prints JSON lines on stdout (flushed): a "start" line with its
 pid and launcher thread id, a "profile" line if --profile N was given, and a
 "result" line with the timed window (CLOCK_MONOTONIC ns, the clock of
-bpf_ktime_get_ns, so they line up with `scx_express trace` timestamps).
+bpf_ktime_get_ns, so they line up with `scx_express trace` timestamps) and
+the launching thread's CPU time in it, as a fraction of one CPU.
 """
 
 import argparse
@@ -93,6 +94,7 @@ def timed(step, args, torch, unit="iter"):
         step()
     torch.cuda.synchronize()
     ends = []
+    cpu0 = time.thread_time_ns()
     t0 = now_ns()
     emit(event="timed_start", t0_ns=t0)
     deadline = t0 + int(args.duration * 1e9)
@@ -103,10 +105,13 @@ def timed(step, args, torch, unit="iter"):
         if t >= deadline or stop:
             break
     t1 = ends[-1]
+    cpu1 = time.thread_time_ns()
     n = len(ends)
     if args.iter_times:
         with open(args.iter_times, "w") as f:
             f.write("\n".join(str(t) for t in ends) + "\n")
+    # The launching thread's CPU time over the timed window, as a fraction
+    # of one CPU: what an express-lane budget (classes.gpu.rate) must cover.
     emit(event="result", unit=unit, iterations=n, t0_ns=t0, t1_ns=t1,
-         per_s=n / ((t1 - t0) / 1e9))
+         per_s=n / ((t1 - t0) / 1e9), launcher_cpu_frac=(cpu1 - cpu0) / (t1 - t0))
     sys.stdout.flush()
