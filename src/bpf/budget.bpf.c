@@ -89,3 +89,17 @@ __hidden void budget_charge(struct task_ctx *tctx, u64 now)
 	if (class < NR_CLASSES)
 		__sync_fetch_and_add(&class_used_ns[class], used);
 }
+
+/*
+ * May @tctx, running in the lane since express_since_ns, go on for another
+ * slice? Its run so far is charged now, as if it had stopped (refills keep
+ * pace with a long run); then the same checks as for a wakeup.
+ */
+__hidden bool budget_extend(struct task_ctx *tctx, u32 class, u64 now)
+{
+	if (!tctx->express_since_ns || time_before(now, tctx->express_since_ns))
+		return false;
+	budget_charge(tctx, now);
+	tctx->express_since_ns = now;
+	return budget_has_tokens(tctx, class, now);
+}

@@ -43,6 +43,7 @@ u32 task_class_of(struct task_struct *p);
 /* ---- Budget: per-task token bucket (budget.bpf.c) ---- */
 bool budget_has_tokens(struct task_ctx *tctx, u32 class, u64 now);
 void budget_charge(struct task_ctx *tctx, u64 now);
+bool budget_extend(struct task_ctx *tctx, u32 class, u64 now);
 
 /* ---- CPU quality (cpu_quality.bpf.c) ---- */
 struct cpu_ctx *cpu_ctx_of(s32 cpu);
@@ -57,6 +58,7 @@ u32 cpu_llc_of(s32 cpu);
 void lane_stat_inc(u32 class, enum lane_stat_idx idx);
 s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wake_flags);
 bool express_lane_enqueue(struct task_struct *p, u64 enq_flags);
+bool express_lane_keep(struct task_struct *prev);
 void express_lane_running(struct task_ctx *tctx, struct cpu_ctx *cc);
 void express_lane_stopping(struct task_ctx *tctx, struct cpu_ctx *cc);
 
@@ -64,7 +66,8 @@ void express_lane_stopping(struct task_ctx *tctx, struct cpu_ctx *cc);
 s32 fair_init(void);
 bool fair_enqueue_user(struct task_struct *p, u64 enq_flags);
 void fair_enqueue_fallback(struct task_struct *p, u64 enq_flags);
-void fair_dispatch(s32 cpu, struct task_struct *prev);
+bool fair_drain(void);
+void fair_pick(s32 cpu, struct task_struct *prev);
 void fair_running(struct task_struct *p, struct task_ctx *tctx, struct cpu_ctx *cc);
 void fair_stopping(struct cpu_ctx *cc);
 void note_fair_dispatch(struct task_struct *p, bool fair);

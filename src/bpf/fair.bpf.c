@@ -362,10 +362,14 @@ static bool keep_prev(struct task_struct *prev, u64 best_queued)
 	return true;
 }
 
-__hidden void fair_dispatch(s32 cpu, struct task_struct *prev)
+/*
+ * First half of ops.dispatch(): move userspace's decisions to their DSQs and
+ * rescue what waited too long. Returns false when the caller should return
+ * at once (see below); the kernel then calls ops.dispatch() again.
+ */
+__hidden bool fair_drain(void)
 {
 	struct dispatch_state *ds = dispatch_state_get();
-	u64 local_head, shared_head;
 	bool again = true;
 
 	if (ds) {
@@ -388,8 +392,15 @@ __hidden void fair_dispatch(s32 cpu, struct task_struct *prev)
 	 */
 	if (ds && ds->inserted && !again) {
 		ds->deferred = 1;
-		return;
+		return false;
 	}
+	return true;
+}
+
+/* Second half: @prev may keep the CPU, else the earliest deadline runs. */
+__hidden void fair_pick(s32 cpu, struct task_struct *prev)
+{
+	u64 local_head, shared_head;
 
 	local_head = head_vtime(cpu);
 	shared_head = head_vtime(SHARED_DSQ);

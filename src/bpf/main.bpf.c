@@ -220,7 +220,17 @@ void BPF_STRUCT_OPS(express_enqueue, struct task_struct *p, u64 enq_flags)
 
 void BPF_STRUCT_OPS(express_dispatch, s32 cpu, struct task_struct *prev)
 {
-	fair_dispatch(cpu, prev);
+	/* Userspace's decisions first: some are bound for other CPUs. */
+	if (!fair_drain())
+		return;
+	/*
+	 * The kernel picks the next task before it re-enqueues @prev, so an
+	 * express task whose slice ran out must be kept here: requeued in
+	 * ops.enqueue(), it would wait behind the fair task picked instead.
+	 */
+	if (express_lane_keep(prev))
+		return;
+	fair_pick(cpu, prev);
 }
 
 void BPF_STRUCT_OPS(express_running, struct task_struct *p)

@@ -211,6 +211,29 @@ __hidden bool express_lane_enqueue(struct task_struct *p, u64 enq_flags)
 	return true;
 }
 
+/*
+ * ops.dispatch() on a CPU whose express task @prev used up its slice and is
+ * still runnable: give it another slice if its class and budget allow.
+ */
+__hidden bool express_lane_keep(struct task_struct *prev)
+{
+	struct task_ctx *tctx;
+	u32 class;
+
+	if (!prev || !(prev->scx.flags & SCX_TASK_QUEUED))
+		return false;
+	tctx = task_ctx_get(prev);
+	if (!tctx || !tctx->express_since_ns)
+		return false;
+	class = tctx->lane_class;
+	if (class >= NR_CLASSES || !class_enabled[class] || task_class_of(prev) != class ||
+	    !budget_extend(tctx, class, bpf_ktime_get_ns()))
+		return false;
+	scx_bpf_task_set_slice(prev, express_slice_ns);
+	lane_stat_inc(class, LANE_REQUEUE);
+	return true;
+}
+
 __hidden void express_lane_running(struct task_ctx *tctx, struct cpu_ctx *cc)
 {
 	bool express = tctx && tctx->express_queued;
