@@ -224,7 +224,7 @@ impl Default for Classes {
             gpu: ClassConfig {
                 enabled: true,
                 burst_ms: 20,
-                rate: 0.5,
+                rate: 0.9,
                 max_share: 0.5,
                 scope: Scope::Thread,
             },

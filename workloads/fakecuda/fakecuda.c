@@ -14,10 +14,15 @@
  *        busy_until = max(now, busy_until) + kernel_us      (CLOCK_MONOTONIC)
  *  - a graph launch costs one launch of CPU and queues
  *    FAKECUDA_GRAPH_NODES (default 1) kernels;
- *  - synchronize calls and device-to-host / generic async copies sleep with
- *    clock_nanosleep(TIMER_ABSTIME) until busy_until.  (Real async copies do
- *    not block; here they do, because in a decode loop the DtoH copy of the
- *    sampled token is where the CPU waits for the GPU.)
+ *  - synchronize calls and device-to-host / generic async copies wait until
+ *    busy_until.  (Real async copies do not block; here they do, because in
+ *    a decode loop the DtoH copy of the sampled token is where the CPU waits
+ *    for the GPU.)  By default they sleep (clock_nanosleep TIMER_ABSTIME),
+ *    like CUDA's blocking-sync mode; FAKECUDA_SYNC=spin makes them spin on
+ *    the clock instead, like CUDA's default (cudaDeviceScheduleAuto spins
+ *    while the host has more cores than active contexts): the launching
+ *    thread then wants a whole CPU, as the real eager, Triton and
+ *    CUDA-graph loops measured on the H100 host did.
  *
  * Everything returns 0 (CUDA_SUCCESS).  Pointer arguments are ignored.
  */
@@ -25,6 +30,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "../common.h"
@@ -40,6 +46,7 @@
 static uint64_t launch_iters = DEFAULT_LAUNCH_ITERS;
 static uint64_t kernel_ns = DEFAULT_KERNEL_US * 1000;
 static uint64_t graph_nodes = DEFAULT_GRAPH_NODES;
+static int spin_sync;			/* FAKECUDA_SYNC=spin */
 
 static uint64_t busy_until;		/* ns, CLOCK_MONOTONIC; atomics only */
 static volatile uint64_t sink;		/* consumes spin results */
@@ -72,6 +79,7 @@ __attribute__((constructor)) static void fakecuda_setup(void)
 	launch_iters = env_u64("FAKECUDA_LAUNCH_ITERS", DEFAULT_LAUNCH_ITERS);
 	kernel_ns = env_u64("FAKECUDA_KERNEL_US", DEFAULT_KERNEL_US) * 1000;
 	graph_nodes = env_u64("FAKECUDA_GRAPH_NODES", DEFAULT_GRAPH_NODES);
+	spin_sync = getenv("FAKECUDA_SYNC") && !strcmp(getenv("FAKECUDA_SYNC"), "spin");
 }
 
 /* CPU side of a launch, then queue @nkernels kernels on the fake GPU. */
@@ -99,6 +107,11 @@ static __attribute__((noinline)) void do_sync(void)
 
 	if (until <= now_ns())
 		return;
+	if (spin_sync) {
+		while (now_ns() < until)
+			__builtin_ia32_pause();
+		return;
+	}
 	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
 		;
 }
