@@ -30,7 +30,10 @@
  *    The express lane is a privilege bounded by a per-task token bucket in
  *    nanoseconds of CPU time: capacity `burst`, refilled at `rate` (a
  *    fraction of one CPU). Express running time is charged when the task
- *    stops. A task with no tokens is an ordinary task until it refills.
+ *    stops, or when its slice runs out and ops.dispatch() decides whether it
+ *    keeps the CPU for another. A task with no tokens is an ordinary task
+ *    until it refills. CUDA launchers spin in their syncs, so a launcher
+ *    under load wants a whole CPU and is express for `rate` of its time.
  *
  * 4. Placement (placement.bpf.c)
  *
