@@ -424,7 +424,9 @@ pub fn spawn_scanner(
                     gate.add(pid, now);
                 }
                 let news = gate
-                    .due(now, |pid| process_has_gpu_thread(&class_map, proc_root, pid))
+                    .due(now, |pid| {
+                        process_has_gpu_thread(&class_map, proc_root, pid)
+                    })
                     .into_iter()
                     .map(Discovery::NewProcess);
                 for msg in found
