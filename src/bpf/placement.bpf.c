@@ -8,8 +8,9 @@
  *   1. the previous CPU, if idle and good (warm caches);
  *   2. an idle good CPU in the same LLC;
  *   3. any idle good CPU;
- *   4. preempt a normal task on a quiet CPU (previous CPU first, then the
- *      same LLC), never another express task.
+ *   4. preempt a normal task on a quiet CPU (the waker's CPU on a
+ *      synchronous wakeup, else the previous CPU, then the same LLC), never
+ *      another express task.
  * The task is dispatched directly to that CPU's local queue: express
  * wakeups never wait for the userspace round trip. With nowhere to go it
  * takes the fair path.
@@ -103,13 +104,20 @@ static s32 scan_idle(struct task_struct *p, const struct cpumask *idle,
 	return -1;
 }
 
-/* Step 4: a CPU to preempt, previous CPU first, then the same LLC, then any. */
+/*
+ * Step 4: a CPU to preempt. A synchronous wakeup (the waker is about to
+ * sleep, as a tool server does after its reply) takes the waker's CPU: no
+ * IPI to wait for, and the data just sent is in its caches. Otherwise the
+ * previous CPU first, then the same LLC, then any.
+ */
 static s32 scan_preempt(struct task_struct *p, const struct cpumask *idle,
-			s32 prev_cpu, u64 now)
+			s32 prev_cpu, u64 wake_flags, u64 now)
 {
 	u32 nr = scx_bpf_nr_cpu_ids(), llc = cpu_llc_of(prev_cpu);
-	s32 cpu, other = -1;
+	s32 cpu, other = -1, this_cpu = bpf_get_smp_processor_id();
 
+	if ((wake_flags & SCX_WAKE_SYNC) && preemptible(p, idle, this_cpu, now))
+		return this_cpu;
 	if (preemptible(p, idle, prev_cpu, now))
 		return prev_cpu;
 	bpf_for(cpu, 0, nr) {
@@ -156,7 +164,7 @@ __hidden s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wa
 		where = LANE_LLC;
 	} else if ((cpu = scan_idle(p, idle, -1, class, now)) >= 0) {
 		where = LANE_ANY;
-	} else if (express_preempt && (cpu = scan_preempt(p, idle, prev_cpu, now)) >= 0) {
+	} else if (express_preempt && (cpu = scan_preempt(p, idle, prev_cpu, wake_flags, now)) >= 0) {
 		where = LANE_PREEMPT;
 		flags = SCX_ENQ_PREEMPT;
 	}
