@@ -281,6 +281,7 @@ impl<'a> Scheduler<'a> {
                     llc: at(lane_stat_idx_LANE_LLC),
                     any: at(lane_stat_idx_LANE_ANY),
                     preempt: at(lane_stat_idx_LANE_PREEMPT),
+                    preempt_waker: at(lane_stat_idx_LANE_PREEMPT_WAKER),
                     requeue: at(lane_stat_idx_LANE_REQUEUE),
                     irq_hot_skips: at(lane_stat_idx_LANE_IRQ_HOT_SKIP),
                     deep_idle_skips: at(lane_stat_idx_LANE_DEEP_IDLE_SKIP),

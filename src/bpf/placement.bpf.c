@@ -111,13 +111,15 @@ static s32 scan_idle(struct task_struct *p, const struct cpumask *idle,
  * previous CPU first, then the same LLC, then any.
  */
 static s32 scan_preempt(struct task_struct *p, const struct cpumask *idle,
-			s32 prev_cpu, u64 wake_flags, u64 now)
+			s32 prev_cpu, u64 wake_flags, u32 class, u64 now)
 {
 	u32 nr = scx_bpf_nr_cpu_ids(), llc = cpu_llc_of(prev_cpu);
 	s32 cpu, other = -1, this_cpu = bpf_get_smp_processor_id();
 
-	if ((wake_flags & SCX_WAKE_SYNC) && preemptible(p, idle, this_cpu, now))
+	if ((wake_flags & SCX_WAKE_SYNC) && preemptible(p, idle, this_cpu, now)) {
+		lane_stat_inc(class, LANE_PREEMPT_WAKER);
 		return this_cpu;
+	}
 	if (preemptible(p, idle, prev_cpu, now))
 		return prev_cpu;
 	bpf_for(cpu, 0, nr) {
@@ -164,7 +166,7 @@ __hidden s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wa
 		where = LANE_LLC;
 	} else if ((cpu = scan_idle(p, idle, -1, class, now)) >= 0) {
 		where = LANE_ANY;
-	} else if (express_preempt && (cpu = scan_preempt(p, idle, prev_cpu, wake_flags, now)) >= 0) {
+	} else if (express_preempt && (cpu = scan_preempt(p, idle, prev_cpu, wake_flags, class, now)) >= 0) {
 		where = LANE_PREEMPT;
 		flags = SCX_ENQ_PREEMPT;
 	}
