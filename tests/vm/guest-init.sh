@@ -29,6 +29,12 @@ mnt tracefs /sys/kernel/tracing
 mnt cgroup2 /sys/fs/cgroup
 mnt bpf /sys/fs/bpf
 
+# The kernel booted with maxcpus=1 (run.sh says why): online the others.
+for f in /sys/devices/system/cpu/cpu[0-9]*/online; do
+    [ "$(cat "$f" 2>/dev/null)" = 0 ] || continue
+    echo 1 >"$f" 2>/dev/null || say "warning: cannot online ${f%/online}"
+done
+
 ip link set lo up 2>/dev/null || say "warning: cannot bring up lo"
 hostname vmtest
 
