@@ -62,7 +62,7 @@ boot() {
         -nodefaults -no-user-config -nographic -serial stdio -monitor none \
         -no-reboot -nic none -vga none "${dargs[@]}" \
         -kernel "$B/vmlinuz" -initrd "$B/initrd.xz" \
-        -append "console=ttyS0 quiet panic=-1 maxcpus=1 vmtest.attempt=$a bench.sched=$s $append" \
+        -append "console=ttyS0 quiet panic=-1 maxcpus=1 tsc=reliable vmtest.attempt=$a bench.sched=$s $append" \
         </dev/null 2>&1 | sed -u 's/\r$//; s/\x1b\[[0-9;?]*[A-Za-z]//g; s/\x1bc//g' >"$out/$s.$a.log"
     rm -f "$img"
 }

@@ -152,7 +152,9 @@ fi
 # the others. Multi-threaded TCG can crash a guest that patches kernel text
 # while another vCPU runs it (README: caveats); at boot that happens at about
 # 3 s ("sched_clock: Marking stable"), and one CPU makes it safe.
-cmdline="console=ttyS0 quiet panic=-1 maxcpus=1 $append"
+# tsc=reliable: TCG's TSC follows the host clock on every vCPU; without it
+# the TSC checks may mark it unstable later, which patches sched_clock again.
+cmdline="console=ttyS0 quiet panic=-1 maxcpus=1 tsc=reliable $append"
 
 KERR='^(vmtest: kmsg: )?\[ *[0-9]+\.[0-9]+\] .*(Kernel panic|BUG:|Oops|general protection fault|Unable to handle kernel)'
 
