@@ -59,17 +59,26 @@ static bool class_under_quota(u32 class, u64 now)
 	return class_used_ns[class] < class_quota_ns[class];
 }
 
+/* Why @tctx may not use the lane now (its lane stat), or NR_LANE_STATS. */
+static u32 budget_denial(struct task_ctx *tctx, u32 class, u64 now)
+{
+	budget_refill(tctx, class, now);
+	if (tctx->tokens_ns <= 0)
+		return LANE_NO_TOKENS;
+	if (!class_under_quota(class, now))
+		return LANE_CLASS_CAP;
+	return NR_LANE_STATS;
+}
+
 __hidden bool budget_has_tokens(struct task_ctx *tctx, u32 class, u64 now)
 {
+	u32 why;
+
 	if (class >= NR_CLASSES)
 		return false;
-	budget_refill(tctx, class, now);
-	if (tctx->tokens_ns <= 0) {
-		lane_stat_inc(class, LANE_NO_TOKENS);
-		return false;
-	}
-	if (!class_under_quota(class, now)) {
-		lane_stat_inc(class, LANE_CLASS_CAP);
+	why = budget_denial(tctx, class, now);
+	if (why != NR_LANE_STATS) {
+		lane_stat_inc(class, why);
 		return false;
 	}
 	return true;
@@ -93,13 +102,16 @@ __hidden void budget_charge(struct task_ctx *tctx, u64 now)
 /*
  * May @tctx, running in the lane since express_since_ns, go on for another
  * slice? Its run so far is charged now, as if it had stopped (refills keep
- * pace with a long run); then the same checks as for a wakeup.
+ * pace with a long run); then the same checks as for a wakeup. A refusal
+ * is not counted here: the task is re-enqueued next, and ops.enqueue()
+ * counts it once.
  */
 __hidden bool budget_extend(struct task_ctx *tctx, u32 class, u64 now)
 {
-	if (!tctx->express_since_ns || time_before(now, tctx->express_since_ns))
+	if (class >= NR_CLASSES || !tctx->express_since_ns ||
+	    time_before(now, tctx->express_since_ns))
 		return false;
 	budget_charge(tctx, now);
 	tctx->express_since_ns = now;
-	return budget_has_tokens(tctx, class, now);
+	return budget_denial(tctx, class, now) == NR_LANE_STATS;
 }
