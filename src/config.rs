@@ -105,6 +105,7 @@ pub struct ExpressConfig {
     pub irq_hot_pct: u64,
     pub deep_idle_us: u64,
     pub preempt: bool,
+    pub quiet_only: bool,
     pub pm_qos_resume_latency_us: Option<u64>,
 }
 
@@ -213,6 +214,7 @@ impl Default for ExpressConfig {
             irq_hot_pct: 10,
             deep_idle_us: 50,
             preempt: true,
+            quiet_only: false,
             pm_qos_resume_latency_us: None,
         }
     }

@@ -56,6 +56,7 @@ pub fn apply_knobs(k: &mut crate::bpf_skel::types::data_knobs, cfg: &Config, top
     k.irq_window_ns = cfg.express.irq_window_ms * MS;
     k.irq_hot_pct = cfg.express.irq_hot_pct as u32;
     k.express_preempt = cfg.express.preempt;
+    k.express_quiet_only = cfg.express.quiet_only;
     for &id in topo.all_cpus.keys() {
         if id < k.deep_idle_state.len() {
             k.deep_idle_state[id] = first_deep_idle_state(id, cfg.express.deep_idle_us);
@@ -282,6 +283,7 @@ impl<'a> Scheduler<'a> {
                     any: at(lane_stat_idx_LANE_ANY),
                     preempt: at(lane_stat_idx_LANE_PREEMPT),
                     preempt_waker: at(lane_stat_idx_LANE_PREEMPT_WAKER),
+                    not_quiet: at(lane_stat_idx_LANE_NOT_QUIET),
                     requeue: at(lane_stat_idx_LANE_REQUEUE),
                     irq_hot_skips: at(lane_stat_idx_LANE_IRQ_HOT_SKIP),
                     deep_idle_skips: at(lane_stat_idx_LANE_DEEP_IDLE_SKIP),

@@ -24,6 +24,8 @@ pub struct ClassMetrics {
     pub preempt: u64,
     #[stat(desc = "Of those, on the waker's CPU (synchronous wakeups)")]
     pub preempt_waker: u64,
+    #[stat(desc = "Express wakeups placed on an IRQ-hot or deep-idle CPU: none quiet was free")]
+    pub not_quiet: u64,
     #[stat(desc = "Express tasks kept at the head of their CPU after a slice")]
     pub requeue: u64,
     #[stat(desc = "Idle CPUs skipped for being IRQ-hot")]
@@ -104,6 +106,7 @@ impl ClassMetrics {
             any: self.any.wrapping_sub(p.any),
             preempt: self.preempt.wrapping_sub(p.preempt),
             preempt_waker: self.preempt_waker.wrapping_sub(p.preempt_waker),
+            not_quiet: self.not_quiet.wrapping_sub(p.not_quiet),
             requeue: self.requeue.wrapping_sub(p.requeue),
             irq_hot_skips: self.irq_hot_skips.wrapping_sub(p.irq_hot_skips),
             deep_idle_skips: self.deep_idle_skips.wrapping_sub(p.deep_idle_skips),
@@ -153,13 +156,14 @@ impl Metrics {
         for (name, c) in &self.classes {
             writeln!(
                 w,
-                "[{name:>5}] prev {} llc {} any {} preempt {} (waker {}) requeue {} | skip irq {} deep {} \
+                "[{name:>5}] prev {} llc {} any {} preempt {} (waker {}) not quiet {} requeue {} | skip irq {} deep {} \
                  | no_tokens {} cap {} fallback {} | wait avg {:.0}us >1ms {}",
                 c.prev,
                 c.llc,
                 c.any,
                 c.preempt,
                 c.preempt_waker,
+                c.not_quiet,
                 c.requeue,
                 c.irq_hot_skips,
                 c.deep_idle_skips,
@@ -297,7 +301,7 @@ pub fn openmetrics_text(m: &Metrics) -> String {
             .collect()
     };
     type Field = fn(&ClassMetrics) -> u64;
-    let lanes: [(&str, &str, Field); 13] = [
+    let lanes: [(&str, &str, Field); 14] = [
         ("express_prev", "Express wakeups on the previous CPU", |c| {
             c.prev
         }),
@@ -316,6 +320,11 @@ pub fn openmetrics_text(m: &Metrics) -> String {
             "express_preempt_waker",
             "Of those, on the waker's CPU (synchronous wakeups)",
             |c| c.preempt_waker,
+        ),
+        (
+            "express_not_quiet",
+            "Express wakeups on an IRQ-hot or deep-idle CPU (none quiet was free)",
+            |c| c.not_quiet,
         ),
         (
             "express_requeue",

@@ -184,6 +184,11 @@ noise_wait() {
 
 # run_workload WORKLOAD DIR: run it in the foreground (the measurement).
 run_workload() {
+    # The express lane's counters around the workload. Stats are a snapshot
+    # taken once a second, and no thread of the workload's class runs
+    # before it starts or after it ends, so 1.1 s after it ends they are
+    # exact for that class.
+    [ "$S" != express ] || scx_express stats --flat >"$2/lane0.txt" 2>&1
     case $1 in
     decode) wrap "$W/decode" --duration "$D" --json >"$2/workload.out" 2>"$2/workload.err" & ;;
     mixed) wrap "$W/decode" --duration "$D" --helpers "$BENCH_HELPERS" --json \
@@ -227,6 +232,12 @@ run_workload() {
         esac
     fi
     wait "$wpid"
+    _rc=$?
+    if [ "$S" = express ]; then
+        sleep 1.1
+        scx_express stats --flat >"$2/lane1.txt" 2>&1
+    fi
+    return "$_rc"
 }
 
 # --- The plan -----------------------------------------------------------------

@@ -273,6 +273,62 @@ pub fn ps_class(ps: &str, tid: &str) -> Option<String> {
         .map(|c| c.to_string())
 }
 
+/// Counters of the express lane reported per cell: `(stats key, metric)`.
+/// `{c}` is the workload's class; the fair-path ones are machine-wide.
+pub const LANE_COUNTERS: &[(&str, &str)] = &[
+    ("classes.{c}.prev", "lane_prev"),
+    ("classes.{c}.llc", "lane_llc"),
+    ("classes.{c}.any", "lane_any"),
+    ("classes.{c}.preempt", "lane_preempt"),
+    ("classes.{c}.preempt_waker", "lane_preempt_waker"),
+    ("classes.{c}.not_quiet", "lane_not_quiet"),
+    ("classes.{c}.requeue", "lane_requeue"),
+    ("classes.{c}.no_tokens", "lane_no_tokens"),
+    ("classes.{c}.class_cap", "lane_class_cap"),
+    ("classes.{c}.fallback", "lane_fallback"),
+    ("classes.{c}.irq_hot_skips", "lane_irq_hot_skips"),
+    ("classes.{c}.deep_idle_skips", "lane_deep_idle_skips"),
+    ("classes.{c}.wait_us", "lane_wait_us"),
+    ("classes.{c}.waits_over_1ms", "lane_waits_over_1ms"),
+    ("fair_wakeups", "fair_wakeups"),
+    ("fair_waits_over_1ms", "fair_waits_over_1ms"),
+    ("rescued", "fair_rescued"),
+];
+
+/// The express lane's counters over a cell: the difference of two
+/// `scx_express stats --flat` snapshots, for `class`'s counters and the
+/// fair path's. A counter missing from both (a class never seen) is 0.
+pub fn lane(before: &str, after: &str, class: &str, m: &mut BTreeMap<String, f64>) -> Result<()> {
+    let read = |text: &str, which: &str| -> Result<BTreeMap<String, f64>> {
+        let v: BTreeMap<String, f64> = text
+            .lines()
+            .filter_map(|l| {
+                let (k, v) = l.split_once(' ')?;
+                Some((k.to_string(), v.trim().parse().ok()?))
+            })
+            .collect();
+        if !v.contains_key("fair_wakeups") {
+            bail!(
+                "{which}: no express-lane counters (`scx_express stats --flat` said: {})",
+                text.lines().next().unwrap_or("nothing")
+            );
+        }
+        Ok(v)
+    };
+    let (b, a) = (read(before, "lane0.txt")?, read(after, "lane1.txt")?);
+    for (key, name) in LANE_COUNTERS {
+        let key = key.replace("{c}", class);
+        let d = a.get(&key).unwrap_or(&0.0) - b.get(&key).unwrap_or(&0.0);
+        m.insert(name.to_string(), d.max(0.0));
+    }
+    let placed: f64 = ["lane_prev", "lane_llc", "lane_any", "lane_preempt"]
+        .iter()
+        .map(|k| m[*k])
+        .sum();
+    m.insert("lane_wakeups".into(), placed);
+    Ok(())
+}
+
 /// Everything measured in one cell.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Measured {
@@ -359,6 +415,13 @@ pub fn measure(cell: &RawCell) -> Measured {
             "the scheduler was not attached at the end of the cell (state {state})"
         ));
     }
+    // Diagnostics only: without them the cell's measurement still stands.
+    if sched == "express" && cell.files.contains_key("lane1.txt") {
+        let class = if wl == "agent" { "agent" } else { "gpu" };
+        if let Err(e) = lane(f("lane0.txt"), f("lane1.txt"), class, &mut r.metrics) {
+            log::warn!("{sched} {scen} {wl}: express-lane counters left out: {e:#}");
+        }
+    }
     if let Some(tid) = cell.files.get("tid") {
         r.class = Some(ps_class(f("ps.txt"), tid.trim()).unwrap_or_else(|| "none".into()));
     }
@@ -418,6 +481,27 @@ pub mod tests {
         assert_eq!(iperf3(IPERF).unwrap(), 18.0);
         assert!(iperf3(r#"{"error":"unable to connect"}"#).is_err());
         assert_eq!(fio(FIO).unwrap(), 1234.5);
+    }
+
+    #[test]
+    fn lane_counters_are_cell_differences() {
+        let before = "fair_wakeups 10\nrescued 1\nclasses.gpu.prev 5\nclasses.gpu.no_tokens 2";
+        let after = "fair_wakeups 30\nrescued 1\nclasses.gpu.prev 9\nclasses.gpu.preempt 3\n\
+                     classes.gpu.no_tokens 2\nclasses.agent.prev 50";
+        let mut m = BTreeMap::new();
+        lane(before, after, "gpu", &mut m).unwrap();
+        assert_eq!(m["lane_prev"], 4.0);
+        assert_eq!(m["lane_preempt"], 3.0);
+        assert_eq!(m["lane_wakeups"], 7.0);
+        assert_eq!(m["lane_no_tokens"], 0.0);
+        assert_eq!(m["fair_wakeups"], 20.0);
+        // Another class's counters are not this cell's.
+        lane(before, after, "agent", &mut m).unwrap();
+        assert_eq!(m["lane_prev"], 50.0);
+        assert_eq!(m["lane_wakeups"], 50.0);
+        // A scheduler that did not answer.
+        let err = lane("error: scx_express is not running", after, "gpu", &mut m);
+        assert!(format!("{:#}", err.unwrap_err()).contains("not running"));
     }
 
     #[test]

@@ -389,6 +389,60 @@ pub const NOISE: &[(&str, &str, &[Scenario])] = &[
     ("disk_iops", "fio IOPS", &[Scenario::Disk, Scenario::Heavy]),
 ];
 
+/// Columns of the express-lane table: (metric, header).
+const LANE_COLUMNS: &[(&str, &str)] = &[
+    ("lane_wakeups", "express wakeups"),
+    ("lane_prev", "prev"),
+    ("lane_llc", "LLC"),
+    ("lane_any", "any"),
+    ("lane_preempt", "preempt"),
+    ("lane_preempt_waker", "(waker)"),
+    ("lane_not_quiet", "not quiet"),
+    ("lane_requeue", "kept after slice"),
+    ("lane_no_tokens", "out of tokens"),
+    ("lane_class_cap", "class cap"),
+    ("lane_fallback", "no CPU"),
+    ("lane_irq_hot_skips", "IRQ-hot skipped"),
+    ("lane_deep_idle_skips", "deep skipped"),
+    ("lane_waits_over_1ms", "waits > 1 ms"),
+    ("fair_waits_over_1ms", "fair waits > 1 ms"),
+];
+
+/// The express lane's counters during scx_express's cells (median per
+/// cell), from `scx_express stats` before and after each workload: where
+/// the class's wakeups went, and why any left the lane.
+fn lane_table(r: &Results) -> String {
+    let p = &r.plan;
+    if !p.schedulers.contains(&Sched::Express)
+        || !r.aggregates.iter().any(|a| a.metric == "lane_wakeups")
+    {
+        return String::new();
+    }
+    let mut md = "### The express lane during scx_express's cells\n\n\
+                  Counters of the workload's class (`gpu` for decode and mixed, `agent` \
+                  for agent) over each cell, median of the repeats; the fair-path column \
+                  is machine-wide. From `scx_express stats` before and after the \
+                  workload; `scx_express --help-stats` explains each.\n\n"
+        .to_string();
+    let cols: Vec<String> = LANE_COLUMNS.iter().map(|(_, h)| h.to_string()).collect();
+    md += &header_row("workload, scenario", &cols);
+    for &w in &p.workloads {
+        for &c in &p.scenarios {
+            let _ = write!(md, "| {} {} |", w.name(), c.name());
+            for (m, _) in LANE_COLUMNS {
+                let v = r.get(Sched::Express, c, w, m).map(|a| a.summary.median);
+                let _ = write!(
+                    md,
+                    " {} |",
+                    v.map(|v| format!("{v:.0}")).unwrap_or("–".into())
+                );
+            }
+            md += "\n";
+        }
+    }
+    md + "\n"
+}
+
 fn fmt_num(v: f64) -> String {
     let a = v.abs();
     if a >= 1e6 {
@@ -685,6 +739,8 @@ pub fn markdown(r: &Results, plots: &[(String, String)]) -> String {
     }
     md += "\n";
 
+    md += &lane_table(r);
+
     // Boots and classification.
     md += "## Boots\n\n| scheduler | ops | attach | boots | cells failed | state at end | scheduler CPU (s) | bench wall (s) |\n|---|---|---|---|---|---|---|---|\n";
     for &s in &p.schedulers {
@@ -923,6 +979,11 @@ mod tests {
                         if c != Scenario::Baseline {
                             files.push(("stress.yaml", STRESS));
                         }
+                        let lane1 = format!("fair_wakeups 9\nclasses.agent.prev {r}");
+                        if s == Sched::Express {
+                            files.push(("lane0.txt", "fair_wakeups 0"));
+                            files.push(("lane1.txt", &lane1));
+                        }
                         let t = raw_cell(&s.name(), &c.name(), &w.name(), r, &files);
                         v.push(parse::split_cell(&t).unwrap());
                     }
@@ -992,6 +1053,11 @@ mod tests {
         assert!(md.contains("362 (361–363)<br>b 0.90 · e 3.55"), "{md}");
         assert!(!md.contains(" missing |"), "{md}");
         assert!(md.contains("![t](tokps-retention.png)"));
+        // The express lane's counters: the agent class's prev placements
+        // (1, 2, 3 over the repeats: median 2); gpu cells saw none.
+        assert!(md.contains("### The express lane during"), "{md}");
+        assert!(md.contains("| agent cpu4x | 2 | 2 | 0 |"), "{md}");
+        assert!(md.contains("| decode cpu4x | 0 | 0 | 0 |"), "{md}");
     }
 
     #[test]

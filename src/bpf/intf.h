@@ -53,6 +53,7 @@ enum lane_stat_idx {
 	LANE_ANY,		/* placed on any idle quiet shallow CPU */
 	LANE_PREEMPT,		/* preempted a normal task on a quiet CPU */
 	LANE_PREEMPT_WAKER,	/* of those, on the waker's CPU (synchronous wakeup) */
+	LANE_NOT_QUIET,		/* of those placed, on an IRQ-hot or deep CPU (none quiet) */
 	LANE_REQUEUE,		/* kept running at the head of its CPU after its slice */
 	LANE_IRQ_HOT_SKIP,	/* idle CPUs skipped for being IRQ-hot */
 	LANE_DEEP_IDLE_SKIP,	/* idle CPUs skipped for being in a deep idle state */

@@ -10,7 +10,9 @@
  *   3. any idle good CPU;
  *   4. preempt a normal task on a quiet CPU (the waker's CPU on a
  *      synchronous wakeup, else the previous CPU, then the same LLC), never
- *      another express task.
+ *      another express task;
+ *   5. with no quiet CPU free, steps 1, 3 and 4 again, IRQ heat and idle
+ *      depth notwithstanding (unless express_quiet_only).
  * The task is dispatched directly to that CPU's local queue: express
  * wakeups never wait for the userspace round trip. With nowhere to go it
  * takes the fair path.
@@ -19,6 +21,14 @@
 
 /* May an express wakeup preempt a normal task when no idle CPU is good? */
 KNOB bool express_preempt = true;
+
+/*
+ * Never place on an IRQ-hot or deep-idle CPU; with no quiet CPU free, take
+ * the fair path. Off by default: the fair path's userspace round trip costs
+ * more than a hot CPU, and a task's own traffic (a loopback socket's
+ * softirqs run on the sender's CPU) can make every CPU it uses IRQ-hot.
+ */
+KNOB bool express_quiet_only = false;
 
 /* Per-class express-lane counters, class * NR_LANE_STATS + idx. */
 struct {
@@ -60,35 +70,55 @@ static u32 express_class(struct task_struct *p, struct task_ctx **tctxp)
 	return class;
 }
 
-/* Idle, allowed, quiet and shallow; counts why an idle CPU was skipped. */
-static bool good_idle(struct task_struct *p, const struct cpumask *idle,
-		      s32 cpu, u32 class, u64 now)
+/* One wakeup being placed (BPF functions take at most five arguments). */
+struct pick {
+	u64 now;
+	u64 wake_flags;
+	s32 prev_cpu;
+	u32 class;
+	bool quiet;		/* IRQ-quiet, shallow CPUs only (steps 1-4) */
+};
+
+/* Idle, allowed and, for a quiet pick, quiet and shallow; counts skips. */
+static bool good_idle(struct task_struct *p, const struct cpumask *idle, s32 cpu,
+		      const struct pick *pk)
 {
 	if (!bpf_cpumask_test_cpu(cpu, p->cpus_ptr) || !bpf_cpumask_test_cpu(cpu, idle))
 		return false;
-	if (cpu_irq_hot(cpu, now)) {
-		lane_stat_inc(class, LANE_IRQ_HOT_SKIP);
+	if (!pk->quiet)
+		return true;
+	if (cpu_irq_hot(cpu, pk->now)) {
+		lane_stat_inc(pk->class, LANE_IRQ_HOT_SKIP);
 		return false;
 	}
 	if (cpu_deep_idle(cpu)) {
-		lane_stat_inc(class, LANE_DEEP_IDLE_SKIP);
+		lane_stat_inc(pk->class, LANE_DEEP_IDLE_SKIP);
 		return false;
 	}
 	return true;
 }
 
-/* A busy, quiet CPU running a normal task: somewhere to preempt. */
-static bool preemptible(struct task_struct *p, const struct cpumask *idle, s32 cpu, u64 now)
+/* A busy CPU running a normal task (quiet, for a quiet pick): preemptible. */
+static bool preemptible(struct task_struct *p, const struct cpumask *idle, s32 cpu,
+			const struct pick *pk)
 {
 	struct cpu_ctx *cc = cpu_ctx_of(cpu);
 
 	return cc && !cc->curr_express && bpf_cpumask_test_cpu(cpu, p->cpus_ptr) &&
-	       !bpf_cpumask_test_cpu(cpu, idle) && !cpu_irq_hot(cpu, now);
+	       !bpf_cpumask_test_cpu(cpu, idle) && !(pk->quiet && cpu_irq_hot(cpu, pk->now));
+}
+
+/* Step 1: the previous CPU if it is idle and good, claimed. */
+static bool take_prev(struct task_struct *p, const struct cpumask *idle,
+		      const struct pick *pk)
+{
+	return good_idle(p, idle, pk->prev_cpu, pk) &&
+	       scx_bpf_test_and_clear_cpu_idle(pk->prev_cpu);
 }
 
 /* Steps 2 and 3: an idle good CPU in LLC @llc (any LLC if < 0), claimed. */
-static s32 scan_idle(struct task_struct *p, const struct cpumask *idle,
-		     s64 llc, u32 class, u64 now)
+static s32 scan_idle(struct task_struct *p, const struct cpumask *idle, s64 llc,
+		     const struct pick *pk)
 {
 	u32 nr = scx_bpf_nr_cpu_ids();
 	s32 cpu;
@@ -98,7 +128,7 @@ static s32 scan_idle(struct task_struct *p, const struct cpumask *idle,
 			break;
 		if (llc >= 0 && cpu_llc_of(cpu) != llc)
 			continue;
-		if (good_idle(p, idle, cpu, class, now) && scx_bpf_test_and_clear_cpu_idle(cpu))
+		if (good_idle(p, idle, cpu, pk) && scx_bpf_test_and_clear_cpu_idle(cpu))
 			return cpu;
 	}
 	return -1;
@@ -111,21 +141,21 @@ static s32 scan_idle(struct task_struct *p, const struct cpumask *idle,
  * previous CPU first, then the same LLC, then any.
  */
 static s32 scan_preempt(struct task_struct *p, const struct cpumask *idle,
-			s32 prev_cpu, u64 wake_flags, u32 class, u64 now)
+			const struct pick *pk)
 {
-	u32 nr = scx_bpf_nr_cpu_ids(), llc = cpu_llc_of(prev_cpu);
+	u32 nr = scx_bpf_nr_cpu_ids(), llc = cpu_llc_of(pk->prev_cpu);
 	s32 cpu, other = -1, this_cpu = bpf_get_smp_processor_id();
 
-	if ((wake_flags & SCX_WAKE_SYNC) && preemptible(p, idle, this_cpu, now)) {
-		lane_stat_inc(class, LANE_PREEMPT_WAKER);
+	if ((pk->wake_flags & SCX_WAKE_SYNC) && preemptible(p, idle, this_cpu, pk)) {
+		lane_stat_inc(pk->class, LANE_PREEMPT_WAKER);
 		return this_cpu;
 	}
-	if (preemptible(p, idle, prev_cpu, now))
-		return prev_cpu;
+	if (preemptible(p, idle, pk->prev_cpu, pk))
+		return pk->prev_cpu;
 	bpf_for(cpu, 0, nr) {
 		if (cpu >= MAX_CPUS)
 			break;
-		if (!preemptible(p, idle, cpu, now))
+		if (!preemptible(p, idle, cpu, pk))
 			continue;
 		if (cpu_llc_of(cpu) == llc)
 			return cpu;
@@ -153,22 +183,38 @@ __hidden s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wa
 	u32 class = express_class(p, &tctx);
 	u64 now = bpf_ktime_get_ns(), flags = 0;
 	enum lane_stat_idx where = LANE_PREV;
+	struct pick pk;
 	s32 cpu = -1;
 
 	if (class == CLASS_NORMAL || !tctx)
 		return EXPRESS_NONE;
 	tctx->select_fair = 0;
+	pk = (struct pick){ .now = now, .wake_flags = wake_flags, .prev_cpu = prev_cpu,
+			    .class = class, .quiet = true };
 
 	idle = scx_bpf_get_idle_cpumask();
-	if (good_idle(p, idle, prev_cpu, class, now) && scx_bpf_test_and_clear_cpu_idle(prev_cpu)) {
+	if (take_prev(p, idle, &pk)) {
 		cpu = prev_cpu;
-	} else if ((cpu = scan_idle(p, idle, cpu_llc_of(prev_cpu), class, now)) >= 0) {
+	} else if ((cpu = scan_idle(p, idle, cpu_llc_of(prev_cpu), &pk)) >= 0) {
 		where = LANE_LLC;
-	} else if ((cpu = scan_idle(p, idle, -1, class, now)) >= 0) {
+	} else if ((cpu = scan_idle(p, idle, -1, &pk)) >= 0) {
 		where = LANE_ANY;
-	} else if (express_preempt && (cpu = scan_preempt(p, idle, prev_cpu, wake_flags, class, now)) >= 0) {
+	} else if (express_preempt && (cpu = scan_preempt(p, idle, &pk)) >= 0) {
 		where = LANE_PREEMPT;
 		flags = SCX_ENQ_PREEMPT;
+	} else if (!express_quiet_only) {
+		/* Step 5: no quiet CPU free; a hot or deep one beats the fair path. */
+		pk.quiet = false;
+		if (take_prev(p, idle, &pk)) {
+			cpu = prev_cpu;
+		} else if ((cpu = scan_idle(p, idle, -1, &pk)) >= 0) {
+			where = LANE_ANY;
+		} else if (express_preempt && (cpu = scan_preempt(p, idle, &pk)) >= 0) {
+			where = LANE_PREEMPT;
+			flags = SCX_ENQ_PREEMPT;
+		}
+		if (cpu >= 0)
+			lane_stat_inc(class, LANE_NOT_QUIET);
 	}
 	scx_bpf_put_idle_cpumask(idle);
 

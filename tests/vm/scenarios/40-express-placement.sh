@@ -4,6 +4,8 @@
 # IRQ-quiet: a CPU kept IRQ-hot by network softirq load steered to it gets
 # far fewer express runs than the others, and the stats show the avoidance;
 # a control run with avoidance off, under the same load, shows the cause.
+# No quiet CPU: with every CPU IRQ-hot, express wakeups still take the lane
+# on a hot CPU, or, with quiet_only, the fair path.
 # vmtest: smp=4 timeout=300 bins=target/release/scx_express,/usr/bin/iperf3 files=workloads/build:/opt/w
 # shellcheck source=../guest-lib.sh
 . /lib/vmtest/guest-lib.sh
@@ -67,6 +69,48 @@ irq_phase
 [ $((hot * 10)) -lt "$quiet" ] || fail "IRQ-hot CPU $HOT got $hot express runs vs $quiet on CPU $QUIET"
 echo "ok: IRQ-hot CPU $HOT got $hot express runs vs $quiet on CPU $QUIET; $skips skips"
 avoid_hot=$hot avoid_quiet=$quiet
+
+# --- No quiet CPU (placement step 5): a loopback iperf3 pair pinned to
+# each of CPUs 2 and 3 makes both IRQ-hot, busy or idle. The launcher's
+# wakeups still take the lane, on a hot CPU (`not_quiet`), instead of the
+# fair path; with `quiet_only` (set by a reload) they take the fair path.
+all_hot_phase() {
+    for c in $QUIET $HOT; do
+        taskset -c "$c" iperf3 -s -1 -p "520$c" >/dev/null 2>&1 &
+    done
+    sleep 0.5
+    ipfs=''
+    for c in $QUIET $HOT; do
+        taskset -c "$c" iperf3 -c 127.0.0.1 -p "520$c" -t 9 -b 60M -l 1400 >/dev/null 2>&1 &
+        ipfs="$ipfs $!"
+    done
+    sleep 2
+    log "IRQ load: CPU $QUIET $(scx_stat cpus.$QUIET.irq_pct)%, CPU $HOT $(scx_stat cpus.$HOT.irq_pct)%"
+    stats_snapshot /tmp/h0
+    taskset -c $QUIET,$HOT /opt/w/decode --duration 5 >/tmp/hot.out 2>&1
+    stats_snapshot /tmp/h1
+    # shellcheck disable=SC2086
+    wait $ipfs
+    sleep 1
+    d() { echo $(($(snap_sum /tmp/h1 "$@") - $(snap_sum /tmp/h0 "$@"))); }
+    nq=$(d classes.gpu.not_quiet) fb=$(d classes.gpu.fallback) placed=$(d "$PLACED")
+    log "every CPU IRQ-hot: $placed express wakeups, $nq on a hot CPU, $fb to the fair path"
+}
+
+all_hot_phase
+[ "$placed" -ge 100 ] || fail "too few express wakeups ($placed) with every CPU IRQ-hot"
+[ $((nq * 2)) -ge "$placed" ] || fail "with every CPU IRQ-hot only $nq of $placed express wakeups counted not_quiet"
+[ $((fb * 20)) -le "$placed" ] || fail "with every CPU IRQ-hot $fb express wakeups took the fair path ($placed placed)"
+echo "ok: every CPU IRQ-hot: $nq of $placed express wakeups on a hot CPU, $fb to the fair path"
+lane_nq=$nq lane_fb=$fb
+
+printf '[express]\nirq_hot_pct = 2\nquiet_only = true\n' >/tmp/avoid.toml
+kill -HUP "$SCX_PID"
+wait_until 10 grep -q "reloaded /tmp/avoid.toml" /tmp/scx.log || fail "quiet_only reload not logged"
+all_hot_phase
+[ "$nq" = 0 ] || fail "quiet_only, yet $nq express wakeups on a hot CPU"
+[ "$fb" -gt $((lane_fb + 20)) ] || fail "quiet_only: only $fb express wakeups took the fair path (lane: $lane_fb)"
+echo "ok: quiet_only: $fb wakeups took the fair path instead ($nq on a hot CPU; without it $lane_nq and $lane_fb)"
 stop_scx
 
 printf '[express]\nirq_hot_pct = 100\n' >/tmp/control.toml
