@@ -31,6 +31,9 @@ done
 : "${BENCH_REPEAT_FROM:=1}" "${BENCH_REPEAT_TO:=1}" "${BENCH_DURATION:=5}"
 : "${BENCH_WARM:=1}" "${BENCH_HELPERS:=$VMTEST_SMP}" "${BENCH_STREAMS:=10}"
 : "${BENCH_CYC_INTERVAL_US:=1000}" "${BENCH_ATTACH_TIMEOUT:=180}"
+# Another config for the express boot (`runner.sh --append
+# bench.express_config=/opt/w/x.toml`, a file in the bundle's workloads).
+: "${BENCH_EXPRESS_CONFIG:=/etc/bench/express.toml}"
 n=$VMTEST_SMP
 D=$BENCH_DURATION
 W=/opt/w
@@ -50,7 +53,7 @@ spid=
 case $S in
 eevdf | eevdf-nice | eevdf-fifo) ;;
 express)
-    scx_express --config /etc/bench/express.toml >/tmp/sched.log 2>&1 &
+    scx_express --config "$BENCH_EXPRESS_CONFIG" >/tmp/sched.log 2>&1 &
     spid=$!
     ;;
 rustland | bpfland | lavd | cosmos)
@@ -222,10 +225,14 @@ run_workload() {
             fi
             ;;
         agent)
-            # Agent loops are opt-in (markers, rules or mark): mark it.
+            # Agent loops are opt-in (markers, rules or mark): mark the loop
+            # and its tool server, the processes eevdf-nice's `nice` covers.
             if tid=$(line_value "$2/workload.out" agent_tid 10); then
                 echo "$tid" >"$2/tid"
                 scx_express mark --tid "$tid" --class agent >"$2/mark.txt" 2>&1
+                if srv=$(line_value "$2/workload.out" tool_server_pid 1); then
+                    scx_express mark --pid "$srv" --class agent >>"$2/mark.txt" 2>&1
+                fi
                 scx_express ps >"$2/ps.txt" 2>&1
             fi
             ;;
