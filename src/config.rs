@@ -233,7 +233,7 @@ impl Default for Classes {
             agent: ClassConfig {
                 enabled: true,
                 burst_ms: 10,
-                rate: 0.25,
+                rate: 0.5,
                 max_share: 0.25,
                 scope: Scope::Thread,
             },

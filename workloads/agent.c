@@ -16,7 +16,8 @@
  * in reality; --threads runs it as a thread of this process instead;
  * --server-only / --client-only --port P run one side.
  *
- * Output: "agent_tid=<tid>" first (flushed), then key=value lines, or with
+ * Output: "agent_tid=<tid>" and, in fork mode, "tool_server_pid=<pid>"
+ * first (flushed), then key=value lines, or with
  * --json a single JSON object on the last line.
  */
 #define _GNU_SOURCE
@@ -333,6 +334,8 @@ static void *agent_main(void *arg)
 
 	pthread_setname_np(pthread_self(), "agent-loop");
 	printf("agent_tid=%d\n", tid);
+	if (server_pid > 0)
+		printf("tool_server_pid=%d\n", (int)server_pid);
 	fflush(stdout);
 	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev))
 		die("epoll");

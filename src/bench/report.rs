@@ -788,7 +788,8 @@ pub fn markdown(r: &Results, plots: &[(String, String)]) -> String {
              cell (and once more 1 s later if the launcher was not `gpu` yet), showed \
              the launcher thread as `gpu` in {gpu} of {} cells (CUDA uprobes on the \
              stand-in libcuda.so.1 alone). The agent loop is opt-in: \
-             the bench marks it with `scx_express mark --tid TID --class agent`.\n",
+             the bench marks the loop thread and its tool-server process with `scx_express mark` \
+             (`--tid`, `--pid`), the processes eevdf-nice's `nice` covers.\n",
             classified.len()
         );
     }
