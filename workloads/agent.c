@@ -245,8 +245,14 @@ static int connect_loopback(unsigned port)
 
 static pid_t server_pid;
 
-/* One agent step; returns false if the server went away. */
-static bool step(int fd, int ep, uint64_t seq, uint64_t *tail, uint64_t *rtt)
+/*
+ * One agent step; returns false if the server went away. *burst is the
+ * thread CPU time of the think step: fixed work, so its rise under load
+ * is the machine running code slower (an emulator's busy vCPUs), not
+ * scheduling delay.
+ */
+static bool step(int fd, int ep, uint64_t seq, uint64_t *tail, uint64_t *rtt,
+		 uint64_t *burst)
 {
 	struct request q = { .seq = seq, .delay_us = opt.reply_delay_us };
 	struct epoll_event ev;
@@ -266,12 +272,14 @@ static bool step(int fd, int ep, uint64_t seq, uint64_t *tail, uint64_t *rtt)
 	t_recv = now_ns();
 	*tail = t_recv > r.send_ns ? t_recv - r.send_ns : 0;
 	*rtt = t_recv - t_send;
+	t_send = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	sink = spin_iters(opt.burst_iters, seq);	/* "think" */
+	*burst = clock_ns(CLOCK_THREAD_CPUTIME_ID) - t_send;
 	return true;
 }
 
 static void report(const struct samples *tail, const struct samples *rtt,
-		   double secs, pid_t tid, const struct rusage *r0,
+		   const struct samples *burst, double secs, pid_t tid, const struct rusage *r0,
 		   const struct rusage *r1)
 {
 	double sps = secs > 0 ? tail->n / secs : 0;
@@ -288,20 +296,20 @@ static void report(const struct samples *tail, const struct samples *rtt,
 		"\"rtt_p50_us\":%.1f,\"rtt_p99_us\":%.1f,"
 		"\"agent_nvcsw\":%ld,\"agent_nivcsw\":%ld,"
 		"\"agent_cpu_ms\":%.1f,\"reply_delay_us\":%llu,"
-		"\"burst_iters\":%llu" :
+		"\"burst_iters\":%llu,\"burst_cpu_p50_us\":%.1f" :
 		"pid=%d\nagent_tid=%d\nserver_pid=%d\nsteps=%zu\n"
 		"duration_s=%.3f\nsteps_per_s=%.2f\ntail_p50_us=%.1f\n"
 		"tail_p99_us=%.1f\ntail_p999_us=%.1f\ntail_max_us=%.1f\n"
 		"tail_mean_us=%.1f\nrtt_p50_us=%.1f\nrtt_p99_us=%.1f\n"
 		"agent_nvcsw=%ld\nagent_nivcsw=%ld\nagent_cpu_ms=%.1f\n"
-		"reply_delay_us=%llu\nburst_iters=%llu\n";
+		"reply_delay_us=%llu\nburst_iters=%llu\nburst_cpu_p50_us=%.1f\n";
 
 	printf(fmt, getpid(), tid, server_pid, tail->n, secs, sps,
 	       samples_pct_us(tail, 0.50), samples_pct_us(tail, 0.99),
 	       samples_pct_us(tail, 0.999), samples_pct_us(tail, 1.0),
 	       samples_mean_us(tail), samples_pct_us(rtt, 0.50),
 	       samples_pct_us(rtt, 0.99), nvcsw, nivcsw, cpu_ms,
-	       opt.reply_delay_us, opt.burst_iters);
+	       opt.reply_delay_us, opt.burst_iters, samples_pct_us(burst, 0.50));
 	if (opt.json) {
 		if (opt.cdf) {
 			/* Denser towards the tail, where schedulers differ. */
@@ -327,9 +335,9 @@ static void *agent_main(void *arg)
 {
 	int fd = (int)(intptr_t)arg, ep = epoll_create1(EPOLL_CLOEXEC);
 	struct epoll_event ev = { .events = EPOLLIN };
-	struct samples tail = { 0 }, rtt = { 0 };
+	struct samples tail = { 0 }, rtt = { 0 }, burst = { 0 };
 	struct rusage r0, r1;
-	uint64_t seq = 0, t0, t1, end_ns, a, b;
+	uint64_t seq = 0, t0, t1, end_ns, a, b, c;
 	pid_t tid = gettid();
 
 	pthread_setname_np(pthread_self(), "agent-loop");
@@ -341,17 +349,18 @@ static void *agent_main(void *arg)
 		die("epoll");
 
 	for (unsigned long long i = 0; i < opt.warmup; i++)
-		if (!step(fd, ep, seq++, &a, &b))
+		if (!step(fd, ep, seq++, &a, &b, &c))
 			goto lost;
 
 	getrusage(RUSAGE_THREAD, &r0);
 	t0 = now_ns();
 	end_ns = opt.duration > 0 ? t0 + (uint64_t)(opt.duration * 1e9) : 0;
 	for (;;) {
-		if (!step(fd, ep, seq++, &a, &b))
+		if (!step(fd, ep, seq++, &a, &b, &c))
 			goto lost;
 		samples_add(&tail, a);
 		samples_add(&rtt, b);
+		samples_add(&burst, c);
 		if (opt.steps && tail.n >= opt.steps)
 			break;
 		if (end_ns && now_ns() >= end_ns)
@@ -362,9 +371,11 @@ static void *agent_main(void *arg)
 
 	samples_sort(&tail);
 	samples_sort(&rtt);
-	report(&tail, &rtt, (t1 - t0) / 1e9, tid, &r0, &r1);
+	samples_sort(&burst);
+	report(&tail, &rtt, &burst, (t1 - t0) / 1e9, tid, &r0, &r1);
 	free(tail.v);
 	free(rtt.v);
+	free(burst.v);
 	close(ep);
 	return NULL;
 lost:

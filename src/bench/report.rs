@@ -333,6 +333,14 @@ pub const TABLES: &[TableDef] = &[
         higher_is_better: true,
     },
     TableDef {
+        workload: Workload::Agent,
+        metric: "burst_cpu_p50_us",
+        title: "Agent stand-in: CPU time of its fixed think step, p50 (a rise is the machine running code slower, not scheduling)",
+        scale: 1.0,
+        unit: "µs",
+        higher_is_better: false,
+    },
+    TableDef {
         workload: Workload::Wakeup,
         metric: "wake_p99_us",
         title: "Wakeup latency (cyclictest, SCHED_OTHER): p99",
