@@ -45,6 +45,7 @@ struct request {
 struct reply {
 	uint64_t seq;
 	uint64_t send_ns;		/* server CLOCK_MONOTONIC, before write */
+	uint64_t prev_write_ns;		/* how long the previous reply's write took */
 };
 
 static struct {
@@ -189,15 +190,19 @@ static void *serve_conn(void *arg)
 	int fd = (int)(intptr_t)arg;
 	struct request q;
 
+	uint64_t write_ns = 0;
+
 	pthread_setname_np(pthread_self(), "tool-server");
 	set_nodelay(fd);
 	while (read_full(fd, &q, sizeof(q))) {
-		struct reply r = { .seq = q.seq };
+		struct reply r = { .seq = q.seq, .prev_write_ns = write_ns };
 
 		sleep_ns(q.delay_us * 1000);
 		r.send_ns = now_ns();
 		if (!write_full(fd, &r, sizeof(r)))
 			break;
+		/* The server's share of the agent's local tail: sending. */
+		write_ns = now_ns() - r.send_ns;
 	}
 	close(fd);
 	return NULL;
@@ -251,8 +256,12 @@ static pid_t server_pid;
  * is the machine running code slower (an emulator's busy vCPUs), not
  * scheduling delay.
  */
-static bool step(int fd, int ep, uint64_t seq, uint64_t *tail, uint64_t *rtt,
-		 uint64_t *burst)
+struct step_times {
+	uint64_t tail, rtt, burst;
+	uint64_t prev_write;		/* the server's write of the step before */
+};
+
+static bool step(int fd, int ep, uint64_t seq, struct step_times *t)
 {
 	struct request q = { .seq = seq, .delay_us = opt.reply_delay_us };
 	struct epoll_event ev;
@@ -270,16 +279,24 @@ static bool step(int fd, int ep, uint64_t seq, uint64_t *tail, uint64_t *rtt,
 	if (!read_full(fd, &r, sizeof(r)) || r.seq != seq)
 		return false;
 	t_recv = now_ns();
-	*tail = t_recv > r.send_ns ? t_recv - r.send_ns : 0;
-	*rtt = t_recv - t_send;
+	t->tail = t_recv > r.send_ns ? t_recv - r.send_ns : 0;
+	t->rtt = t_recv - t_send;
+	t->prev_write = r.prev_write_ns;
 	t_send = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	sink = spin_iters(opt.burst_iters, seq);	/* "think" */
-	*burst = clock_ns(CLOCK_THREAD_CPUTIME_ID) - t_send;
+	t->burst = clock_ns(CLOCK_THREAD_CPUTIME_ID) - t_send;
 	return true;
 }
 
+/* Steps whose local tail was over 1 ms, and of those, how many spent over
+ * half of it in the server's write (sending, not the agent's wakeup). */
+struct slow {
+	size_t over_1ms, server;
+};
+
 static void report(const struct samples *tail, const struct samples *rtt,
-		   const struct samples *burst, double secs, pid_t tid, const struct rusage *r0,
+		   const struct samples *burst, const struct samples *wr,
+		   const struct slow *slow, double secs, pid_t tid, const struct rusage *r0,
 		   const struct rusage *r1)
 {
 	double sps = secs > 0 ? tail->n / secs : 0;
@@ -296,20 +313,26 @@ static void report(const struct samples *tail, const struct samples *rtt,
 		"\"rtt_p50_us\":%.1f,\"rtt_p99_us\":%.1f,"
 		"\"agent_nvcsw\":%ld,\"agent_nivcsw\":%ld,"
 		"\"agent_cpu_ms\":%.1f,\"reply_delay_us\":%llu,"
-		"\"burst_iters\":%llu,\"burst_cpu_p50_us\":%.1f" :
+		"\"burst_iters\":%llu,\"burst_cpu_p50_us\":%.1f,"
+		"\"server_write_p50_us\":%.1f,\"server_write_p99_us\":%.1f,"
+		"\"tail_over_1ms\":%zu,\"tail_over_1ms_server\":%zu" :
 		"pid=%d\nagent_tid=%d\nserver_pid=%d\nsteps=%zu\n"
 		"duration_s=%.3f\nsteps_per_s=%.2f\ntail_p50_us=%.1f\n"
 		"tail_p99_us=%.1f\ntail_p999_us=%.1f\ntail_max_us=%.1f\n"
 		"tail_mean_us=%.1f\nrtt_p50_us=%.1f\nrtt_p99_us=%.1f\n"
 		"agent_nvcsw=%ld\nagent_nivcsw=%ld\nagent_cpu_ms=%.1f\n"
-		"reply_delay_us=%llu\nburst_iters=%llu\nburst_cpu_p50_us=%.1f\n";
+		"reply_delay_us=%llu\nburst_iters=%llu\nburst_cpu_p50_us=%.1f\n"
+		"server_write_p50_us=%.1f\nserver_write_p99_us=%.1f\n"
+		"tail_over_1ms=%zu\ntail_over_1ms_server=%zu\n";
 
 	printf(fmt, getpid(), tid, server_pid, tail->n, secs, sps,
 	       samples_pct_us(tail, 0.50), samples_pct_us(tail, 0.99),
 	       samples_pct_us(tail, 0.999), samples_pct_us(tail, 1.0),
 	       samples_mean_us(tail), samples_pct_us(rtt, 0.50),
 	       samples_pct_us(rtt, 0.99), nvcsw, nivcsw, cpu_ms,
-	       opt.reply_delay_us, opt.burst_iters, samples_pct_us(burst, 0.50));
+	       opt.reply_delay_us, opt.burst_iters, samples_pct_us(burst, 0.50),
+	       samples_pct_us(wr, 0.50), samples_pct_us(wr, 0.99),
+	       slow->over_1ms, slow->server);
 	if (opt.json) {
 		if (opt.cdf) {
 			/* Denser towards the tail, where schedulers differ. */
@@ -335,9 +358,11 @@ static void *agent_main(void *arg)
 {
 	int fd = (int)(intptr_t)arg, ep = epoll_create1(EPOLL_CLOEXEC);
 	struct epoll_event ev = { .events = EPOLLIN };
-	struct samples tail = { 0 }, rtt = { 0 }, burst = { 0 };
+	struct samples tail = { 0 }, rtt = { 0 }, burst = { 0 }, wr = { 0 };
+	struct slow slow = { 0 };
+	struct step_times st;
 	struct rusage r0, r1;
-	uint64_t seq = 0, t0, t1, end_ns, a, b, c;
+	uint64_t seq = 0, t0, t1, end_ns, last_tail = 0;
 	pid_t tid = gettid();
 
 	pthread_setname_np(pthread_self(), "agent-loop");
@@ -349,18 +374,27 @@ static void *agent_main(void *arg)
 		die("epoll");
 
 	for (unsigned long long i = 0; i < opt.warmup; i++)
-		if (!step(fd, ep, seq++, &a, &b, &c))
+		if (!step(fd, ep, seq++, &st))
 			goto lost;
 
 	getrusage(RUSAGE_THREAD, &r0);
 	t0 = now_ns();
 	end_ns = opt.duration > 0 ? t0 + (uint64_t)(opt.duration * 1e9) : 0;
 	for (;;) {
-		if (!step(fd, ep, seq++, &a, &b, &c))
+		if (!step(fd, ep, seq++, &st))
 			goto lost;
-		samples_add(&tail, a);
-		samples_add(&rtt, b);
-		samples_add(&burst, c);
+		samples_add(&tail, st.tail);
+		samples_add(&rtt, st.rtt);
+		samples_add(&burst, st.burst);
+		/* This reply says how long the last one's write took. */
+		if (last_tail) {
+			samples_add(&wr, st.prev_write);
+			if (last_tail > 1000000) {
+				slow.over_1ms++;
+				slow.server += st.prev_write * 2 > last_tail;
+			}
+		}
+		last_tail = st.tail ? st.tail : 1;
 		if (opt.steps && tail.n >= opt.steps)
 			break;
 		if (end_ns && now_ns() >= end_ns)
@@ -372,10 +406,12 @@ static void *agent_main(void *arg)
 	samples_sort(&tail);
 	samples_sort(&rtt);
 	samples_sort(&burst);
-	report(&tail, &rtt, &burst, (t1 - t0) / 1e9, tid, &r0, &r1);
+	samples_sort(&wr);
+	report(&tail, &rtt, &burst, &wr, &slow, (t1 - t0) / 1e9, tid, &r0, &r1);
 	free(tail.v);
 	free(rtt.v);
 	free(burst.v);
+	free(wr.v);
 	close(ep);
 	return NULL;
 lost:

@@ -334,6 +334,22 @@ pub const TABLES: &[TableDef] = &[
     },
     TableDef {
         workload: Workload::Agent,
+        metric: "tail_over_1ms",
+        title: "Agent stand-in: steps with a local tail over 1 ms",
+        scale: 1.0,
+        unit: "",
+        higher_is_better: false,
+    },
+    TableDef {
+        workload: Workload::Agent,
+        metric: "tail_over_1ms_server",
+        title: "Agent stand-in: of those, steps where the tool server's write took over half of it (the sending side, not the agent's wakeup)",
+        scale: 1.0,
+        unit: "",
+        higher_is_better: false,
+    },
+    TableDef {
+        workload: Workload::Agent,
         metric: "burst_cpu_p50_us",
         title: "Agent stand-in: CPU time of its fixed think step, p50 (a rise is the machine running code slower, not scheduling)",
         scale: 1.0,
