@@ -11,8 +11,8 @@
  *   4. preempt a normal task on a quiet CPU (the waker's CPU on a
  *      synchronous wakeup, else the previous CPU, then the same LLC), never
  *      another express task;
- *   5. with no quiet CPU free, steps 1, 3 and 4 again, IRQ heat and idle
- *      depth notwithstanding (unless express_quiet_only).
+ *   5. with no quiet CPU free, steps 1-4 again, IRQ heat and idle depth
+ *      notwithstanding (unless express_quiet_only).
  * The task is dispatched directly to that CPU's local queue: express
  * wakeups never wait for the userspace round trip. With nowhere to go it
  * takes the fair path.
@@ -77,6 +77,7 @@ struct pick {
 	s32 prev_cpu;
 	u32 class;
 	bool quiet;		/* IRQ-quiet, shallow CPUs only (steps 1-4) */
+	enum lane_stat_idx where;	/* out: the step that found the CPU */
 };
 
 /* Idle, allowed and, for a quiet pick, quiet and shallow; counts skips. */
@@ -165,6 +166,26 @@ static s32 scan_preempt(struct task_struct *p, const struct cpumask *idle,
 	return other;
 }
 
+/* Steps 1-4 over the CPUs @pk allows: a CPU, or -1; sets pk->where. */
+static s32 pick_cpu(struct task_struct *p, const struct cpumask *idle, struct pick *pk)
+{
+	s32 cpu;
+
+	pk->where = LANE_PREV;
+	if (take_prev(p, idle, pk))
+		return pk->prev_cpu;
+	pk->where = LANE_LLC;
+	if ((cpu = scan_idle(p, idle, cpu_llc_of(pk->prev_cpu), pk)) >= 0)
+		return cpu;
+	pk->where = LANE_ANY;
+	if ((cpu = scan_idle(p, idle, -1, pk)) >= 0)
+		return cpu;
+	pk->where = LANE_PREEMPT;
+	if (express_preempt)
+		return scan_preempt(p, idle, pk);
+	return -1;
+}
+
 /* Dispatch @p to @cpu's local queue now, for @class. */
 static void dispatch_express(struct task_struct *p, struct task_ctx *tctx, u32 class,
 			     u64 dsq, u64 enq_flags)
@@ -181,10 +202,9 @@ __hidden s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wa
 	struct task_ctx *tctx = NULL;
 	const struct cpumask *idle;
 	u32 class = express_class(p, &tctx);
-	u64 now = bpf_ktime_get_ns(), flags = 0;
-	enum lane_stat_idx where = LANE_PREV;
+	u64 now = bpf_ktime_get_ns();
 	struct pick pk;
-	s32 cpu = -1;
+	s32 cpu;
 
 	if (class == CLASS_NORMAL || !tctx)
 		return EXPRESS_NONE;
@@ -193,26 +213,11 @@ __hidden s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wa
 			    .class = class, .quiet = true };
 
 	idle = scx_bpf_get_idle_cpumask();
-	if (take_prev(p, idle, &pk)) {
-		cpu = prev_cpu;
-	} else if ((cpu = scan_idle(p, idle, cpu_llc_of(prev_cpu), &pk)) >= 0) {
-		where = LANE_LLC;
-	} else if ((cpu = scan_idle(p, idle, -1, &pk)) >= 0) {
-		where = LANE_ANY;
-	} else if (express_preempt && (cpu = scan_preempt(p, idle, &pk)) >= 0) {
-		where = LANE_PREEMPT;
-		flags = SCX_ENQ_PREEMPT;
-	} else if (!express_quiet_only) {
+	cpu = pick_cpu(p, idle, &pk);
+	if (cpu < 0 && !express_quiet_only) {
 		/* Step 5: no quiet CPU free; a hot or deep one beats the fair path. */
 		pk.quiet = false;
-		if (take_prev(p, idle, &pk)) {
-			cpu = prev_cpu;
-		} else if ((cpu = scan_idle(p, idle, -1, &pk)) >= 0) {
-			where = LANE_ANY;
-		} else if (express_preempt && (cpu = scan_preempt(p, idle, &pk)) >= 0) {
-			where = LANE_PREEMPT;
-			flags = SCX_ENQ_PREEMPT;
-		}
+		cpu = pick_cpu(p, idle, &pk);
 		if (cpu >= 0)
 			lane_stat_inc(class, LANE_NOT_QUIET);
 	}
@@ -224,8 +229,9 @@ __hidden s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wa
 		lane_stat_inc(class, LANE_FALLBACK);
 		return EXPRESS_FAIR;
 	}
-	dispatch_express(p, tctx, class, SCX_DSQ_LOCAL, flags);
-	lane_stat_inc(class, where);
+	dispatch_express(p, tctx, class, SCX_DSQ_LOCAL,
+			 pk.where == LANE_PREEMPT ? SCX_ENQ_PREEMPT : 0);
+	lane_stat_inc(class, pk.where);
 	return cpu;
 }
 
