@@ -46,6 +46,7 @@ struct reply {
 	uint64_t seq;
 	uint64_t send_ns;		/* server CLOCK_MONOTONIC, before write */
 	uint64_t prev_write_ns;		/* how long the previous reply's write took */
+	uint64_t prev_write_cpu_ns;	/* the server thread's CPU time in it */
 };
 
 static struct {
@@ -190,19 +191,22 @@ static void *serve_conn(void *arg)
 	int fd = (int)(intptr_t)arg;
 	struct request q;
 
-	uint64_t write_ns = 0;
+	uint64_t write_ns = 0, write_cpu_ns = 0, cpu0;
 
 	pthread_setname_np(pthread_self(), "tool-server");
 	set_nodelay(fd);
 	while (read_full(fd, &q, sizeof(q))) {
-		struct reply r = { .seq = q.seq, .prev_write_ns = write_ns };
+		struct reply r = { .seq = q.seq, .prev_write_ns = write_ns,
+				   .prev_write_cpu_ns = write_cpu_ns };
 
 		sleep_ns(q.delay_us * 1000);
 		r.send_ns = now_ns();
+		cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 		if (!write_full(fd, &r, sizeof(r)))
 			break;
 		/* The server's share of the agent's local tail: sending. */
 		write_ns = now_ns() - r.send_ns;
+		write_cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
 	}
 	close(fd);
 	return NULL;
@@ -259,6 +263,7 @@ static pid_t server_pid;
 struct step_times {
 	uint64_t tail, rtt, burst;
 	uint64_t prev_write;		/* the server's write of the step before */
+	uint64_t prev_write_cpu;	/* and the server's CPU time in it */
 };
 
 static bool step(int fd, int ep, uint64_t seq, struct step_times *t)
@@ -282,16 +287,21 @@ static bool step(int fd, int ep, uint64_t seq, struct step_times *t)
 	t->tail = t_recv > r.send_ns ? t_recv - r.send_ns : 0;
 	t->rtt = t_recv - t_send;
 	t->prev_write = r.prev_write_ns;
+	t->prev_write_cpu = r.prev_write_cpu_ns;
 	t_send = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	sink = spin_iters(opt.burst_iters, seq);	/* "think" */
 	t->burst = clock_ns(CLOCK_THREAD_CPUTIME_ID) - t_send;
 	return true;
 }
 
-/* Steps whose local tail was over 1 ms, and of those, how many spent over
- * half of it in the server's write (sending, not the agent's wakeup). */
+/*
+ * Steps whose local tail was over 1 ms; of those, how many spent over half
+ * of it in the server's write (sending, not the agent's wakeup); and of
+ * those, how many writes ran under half their time on the server's CPU
+ * clock (off the CPU, or in IRQ handlers) rather than running slowly.
+ */
 struct slow {
-	size_t over_1ms, server;
+	size_t over_1ms, server, server_off_cpu;
 };
 
 static void report(const struct samples *tail, const struct samples *rtt,
@@ -315,7 +325,8 @@ static void report(const struct samples *tail, const struct samples *rtt,
 		"\"agent_cpu_ms\":%.1f,\"reply_delay_us\":%llu,"
 		"\"burst_iters\":%llu,\"burst_cpu_p50_us\":%.1f,"
 		"\"server_write_p50_us\":%.1f,\"server_write_p99_us\":%.1f,"
-		"\"tail_over_1ms\":%zu,\"tail_over_1ms_server\":%zu" :
+		"\"tail_over_1ms\":%zu,\"tail_over_1ms_server\":%zu,"
+		"\"tail_over_1ms_server_off_cpu\":%zu" :
 		"pid=%d\nagent_tid=%d\nserver_pid=%d\nsteps=%zu\n"
 		"duration_s=%.3f\nsteps_per_s=%.2f\ntail_p50_us=%.1f\n"
 		"tail_p99_us=%.1f\ntail_p999_us=%.1f\ntail_max_us=%.1f\n"
@@ -323,7 +334,8 @@ static void report(const struct samples *tail, const struct samples *rtt,
 		"agent_nvcsw=%ld\nagent_nivcsw=%ld\nagent_cpu_ms=%.1f\n"
 		"reply_delay_us=%llu\nburst_iters=%llu\nburst_cpu_p50_us=%.1f\n"
 		"server_write_p50_us=%.1f\nserver_write_p99_us=%.1f\n"
-		"tail_over_1ms=%zu\ntail_over_1ms_server=%zu\n";
+		"tail_over_1ms=%zu\ntail_over_1ms_server=%zu\n"
+		"tail_over_1ms_server_off_cpu=%zu\n";
 
 	printf(fmt, getpid(), tid, server_pid, tail->n, secs, sps,
 	       samples_pct_us(tail, 0.50), samples_pct_us(tail, 0.99),
@@ -332,7 +344,7 @@ static void report(const struct samples *tail, const struct samples *rtt,
 	       samples_pct_us(rtt, 0.99), nvcsw, nivcsw, cpu_ms,
 	       opt.reply_delay_us, opt.burst_iters, samples_pct_us(burst, 0.50),
 	       samples_pct_us(wr, 0.50), samples_pct_us(wr, 0.99),
-	       slow->over_1ms, slow->server);
+	       slow->over_1ms, slow->server, slow->server_off_cpu);
 	if (opt.json) {
 		if (opt.cdf) {
 			/* Denser towards the tail, where schedulers differ. */
@@ -389,10 +401,11 @@ static void *agent_main(void *arg)
 		/* This reply says how long the last one's write took. */
 		if (last_tail) {
 			samples_add(&wr, st.prev_write);
-			if (last_tail > 1000000) {
-				slow.over_1ms++;
-				slow.server += st.prev_write * 2 > last_tail;
+			if (last_tail > 1000000 && st.prev_write * 2 > last_tail) {
+				slow.server++;
+				slow.server_off_cpu += st.prev_write_cpu * 2 < st.prev_write;
 			}
+			slow.over_1ms += last_tail > 1000000;
 		}
 		last_tail = st.tail ? st.tail : 1;
 		if (opt.steps && tail.n >= opt.steps)

@@ -169,6 +169,7 @@ pub fn agent(text: &str, m: &mut BTreeMap<String, f64>) -> Result<Vec<(f64, f64)
         "server_write_p99_us",
         "tail_over_1ms",
         "tail_over_1ms_server",
+        "tail_over_1ms_server_off_cpu",
     ] {
         if let Some(x) = v.get(k).and_then(Value::as_f64) {
             m.insert(k.into(), x);
@@ -448,7 +449,7 @@ pub mod tests {
     use super::*;
 
     pub const DECODE: &str = "launcher_tid=77\n{\"workload\":\"decode\",\"tok_per_s\":412.5,\"p50_us\":2100.0,\"p99_us\":3900.5,\"launches\":20000,\"launcher_nvcsw\":300,\"launcher_nivcsw\":100,\"gpu_busy_frac\":0.9,\"helpers\":2,\"helper_iters_per_s\":5e8}\n";
-    pub const AGENT: &str = "agent_tid=80\n{\"steps_per_s\":400,\"tail_p50_us\":60,\"tail_p99_us\":900,\"tail_p999_us\":4000,\"tail_max_us\":5000,\"agent_nvcsw\":1,\"agent_nivcsw\":2,\"burst_cpu_p50_us\":210.5,\"tail_over_1ms\":7,\"tail_over_1ms_server\":2,\"tail_cdf\":[[0.5,60.0],[0.99,900.0],[1,5000.0]]}\n";
+    pub const AGENT: &str = "agent_tid=80\n{\"steps_per_s\":400,\"tail_p50_us\":60,\"tail_p99_us\":900,\"tail_p999_us\":4000,\"tail_max_us\":5000,\"agent_nvcsw\":1,\"agent_nivcsw\":2,\"burst_cpu_p50_us\":210.5,\"tail_over_1ms\":7,\"tail_over_1ms_server\":2,\"tail_over_1ms_server_off_cpu\":1,\"tail_cdf\":[[0.5,60.0],[0.99,900.0],[1,5000.0]]}\n";
     pub const CYC: &str = r#"{"thread":{"0":{"histogram":{"10":50,"20":45,"300":4},"cycles":100,"min":10,"max":9000,"avg":30.5}}}"#;
     pub const STRESS: &str = "metrics:\n    - stressor: cpu\n      bogo-ops: 5855\n      bogo-ops-per-second-real-time: 2927.5\n";
     pub const IPERF: &str = r#"{"start":{},"end":{"sum_sent":{"bits_per_second":2e10},"sum_received":{"bits_per_second":1.8e10}}}"#;

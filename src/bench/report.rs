@@ -350,6 +350,14 @@ pub const TABLES: &[TableDef] = &[
     },
     TableDef {
         workload: Workload::Agent,
+        metric: "tail_over_1ms_server_off_cpu",
+        title: "Agent stand-in: of those, writes that spent under half their time on the server's CPU clock (off the CPU or in IRQs, not running slowly)",
+        scale: 1.0,
+        unit: "",
+        higher_is_better: false,
+    },
+    TableDef {
+        workload: Workload::Agent,
         metric: "burst_cpu_p50_us",
         title: "Agent stand-in: CPU time of its fixed think step, p50 (a rise is the machine running code slower, not scheduling)",
         scale: 1.0,
