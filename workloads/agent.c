@@ -47,6 +47,8 @@ struct reply {
 	uint64_t send_ns;		/* server CLOCK_MONOTONIC, before write */
 	uint64_t prev_write_ns;		/* how long the previous reply's write took */
 	uint64_t prev_write_cpu_ns;	/* the server thread's CPU time in it */
+	uint32_t prev_write_nvcsw;	/* its voluntary context switches (blocked) */
+	uint32_t prev_write_nivcsw;	/* and involuntary ones (preempted) */
 };
 
 static struct {
@@ -192,18 +194,25 @@ static void *serve_conn(void *arg)
 	struct request q;
 
 	uint64_t write_ns = 0, write_cpu_ns = 0, cpu0;
+	uint32_t nvcsw = 0, nivcsw = 0;
+	struct rusage u0, u1;
 
 	pthread_setname_np(pthread_self(), "tool-server");
 	set_nodelay(fd);
 	while (read_full(fd, &q, sizeof(q))) {
 		struct reply r = { .seq = q.seq, .prev_write_ns = write_ns,
-				   .prev_write_cpu_ns = write_cpu_ns };
+				   .prev_write_cpu_ns = write_cpu_ns,
+				   .prev_write_nvcsw = nvcsw, .prev_write_nivcsw = nivcsw };
 
 		sleep_ns(q.delay_us * 1000);
 		r.send_ns = now_ns();
 		cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+		getrusage(RUSAGE_THREAD, &u0);
 		if (!write_full(fd, &r, sizeof(r)))
 			break;
+		getrusage(RUSAGE_THREAD, &u1);
+		nvcsw = u1.ru_nvcsw - u0.ru_nvcsw;
+		nivcsw = u1.ru_nivcsw - u0.ru_nivcsw;
 		/* The server's share of the agent's local tail: sending. */
 		write_ns = now_ns() - r.send_ns;
 		write_cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
@@ -264,6 +273,7 @@ struct step_times {
 	uint64_t tail, rtt, burst;
 	uint64_t prev_write;		/* the server's write of the step before */
 	uint64_t prev_write_cpu;	/* and the server's CPU time in it */
+	uint32_t prev_write_nvcsw, prev_write_nivcsw;
 };
 
 static bool step(int fd, int ep, uint64_t seq, struct step_times *t)
@@ -288,6 +298,8 @@ static bool step(int fd, int ep, uint64_t seq, struct step_times *t)
 	t->rtt = t_recv - t_send;
 	t->prev_write = r.prev_write_ns;
 	t->prev_write_cpu = r.prev_write_cpu_ns;
+	t->prev_write_nvcsw = r.prev_write_nvcsw;
+	t->prev_write_nivcsw = r.prev_write_nivcsw;
 	t_send = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	sink = spin_iters(opt.burst_iters, seq);	/* "think" */
 	t->burst = clock_ns(CLOCK_THREAD_CPUTIME_ID) - t_send;
@@ -302,6 +314,7 @@ static bool step(int fd, int ep, uint64_t seq, struct step_times *t)
  */
 struct slow {
 	size_t over_1ms, server, server_off_cpu;
+	size_t server_blocked, server_preempted;	/* switched out in it */
 };
 
 static void report(const struct samples *tail, const struct samples *rtt,
@@ -326,7 +339,9 @@ static void report(const struct samples *tail, const struct samples *rtt,
 		"\"burst_iters\":%llu,\"burst_cpu_p50_us\":%.1f,"
 		"\"server_write_p50_us\":%.1f,\"server_write_p99_us\":%.1f,"
 		"\"tail_over_1ms\":%zu,\"tail_over_1ms_server\":%zu,"
-		"\"tail_over_1ms_server_off_cpu\":%zu" :
+		"\"tail_over_1ms_server_off_cpu\":%zu,"
+		"\"tail_over_1ms_server_blocked\":%zu,"
+		"\"tail_over_1ms_server_preempted\":%zu" :
 		"pid=%d\nagent_tid=%d\nserver_pid=%d\nsteps=%zu\n"
 		"duration_s=%.3f\nsteps_per_s=%.2f\ntail_p50_us=%.1f\n"
 		"tail_p99_us=%.1f\ntail_p999_us=%.1f\ntail_max_us=%.1f\n"
@@ -335,7 +350,9 @@ static void report(const struct samples *tail, const struct samples *rtt,
 		"reply_delay_us=%llu\nburst_iters=%llu\nburst_cpu_p50_us=%.1f\n"
 		"server_write_p50_us=%.1f\nserver_write_p99_us=%.1f\n"
 		"tail_over_1ms=%zu\ntail_over_1ms_server=%zu\n"
-		"tail_over_1ms_server_off_cpu=%zu\n";
+		"tail_over_1ms_server_off_cpu=%zu\n"
+		"tail_over_1ms_server_blocked=%zu\n"
+		"tail_over_1ms_server_preempted=%zu\n";
 
 	printf(fmt, getpid(), tid, server_pid, tail->n, secs, sps,
 	       samples_pct_us(tail, 0.50), samples_pct_us(tail, 0.99),
@@ -344,7 +361,8 @@ static void report(const struct samples *tail, const struct samples *rtt,
 	       samples_pct_us(rtt, 0.99), nvcsw, nivcsw, cpu_ms,
 	       opt.reply_delay_us, opt.burst_iters, samples_pct_us(burst, 0.50),
 	       samples_pct_us(wr, 0.50), samples_pct_us(wr, 0.99),
-	       slow->over_1ms, slow->server, slow->server_off_cpu);
+	       slow->over_1ms, slow->server, slow->server_off_cpu,
+	       slow->server_blocked, slow->server_preempted);
 	if (opt.json) {
 		if (opt.cdf) {
 			/* Denser towards the tail, where schedulers differ. */
@@ -404,6 +422,8 @@ static void *agent_main(void *arg)
 			if (last_tail > 1000000 && st.prev_write * 2 > last_tail) {
 				slow.server++;
 				slow.server_off_cpu += st.prev_write_cpu * 2 < st.prev_write;
+				slow.server_blocked += st.prev_write_nvcsw > 0;
+				slow.server_preempted += st.prev_write_nivcsw > 0;
 			}
 			slow.over_1ms += last_tail > 1000000;
 		}

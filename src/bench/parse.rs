@@ -170,6 +170,8 @@ pub fn agent(text: &str, m: &mut BTreeMap<String, f64>) -> Result<Vec<(f64, f64)
         "tail_over_1ms",
         "tail_over_1ms_server",
         "tail_over_1ms_server_off_cpu",
+        "tail_over_1ms_server_blocked",
+        "tail_over_1ms_server_preempted",
     ] {
         if let Some(x) = v.get(k).and_then(Value::as_f64) {
             m.insert(k.into(), x);
