@@ -890,8 +890,11 @@ pub fn check_dir(dir: &Path) -> Result<Vec<String>> {
                                 a.summary.values
                             ));
                         }
-                        if a.vs_baseline.is_none()
-                            || (p.schedulers.contains(&Sched::Eevdf) && a.vs_eevdf.is_none())
+                        // A ratio can be missing because its base is 0 (a count,
+                        // such as slow steps); only a missing base is a problem.
+                        if r.get(s, Scenario::Baseline, t.workload, t.metric).is_none()
+                            || (p.schedulers.contains(&Sched::Eevdf)
+                                && r.get(Sched::Eevdf, c, t.workload, t.metric).is_none())
                         {
                             problems.push(format!(
                                 "{} of {}/{}/{}: a ratio is missing",
