@@ -42,13 +42,18 @@ struct request {
 	uint64_t delay_us;		/* server sleeps this long, then replies */
 };
 
+/* What one write of a reply cost the server: its share of the local tail. */
+struct write_cost {
+	uint64_t ns;			/* wall time */
+	uint64_t cpu_ns;		/* the server thread's CPU time in it */
+	uint32_t nvcsw;			/* voluntary context switches (blocked) */
+	uint32_t nivcsw;		/* involuntary ones (preempted) */
+};
+
 struct reply {
 	uint64_t seq;
 	uint64_t send_ns;		/* server CLOCK_MONOTONIC, before write */
-	uint64_t prev_write_ns;		/* how long the previous reply's write took */
-	uint64_t prev_write_cpu_ns;	/* the server thread's CPU time in it */
-	uint32_t prev_write_nvcsw;	/* its voluntary context switches (blocked) */
-	uint32_t prev_write_nivcsw;	/* and involuntary ones (preempted) */
+	struct write_cost prev_write;	/* the previous reply's write */
 };
 
 static struct {
@@ -192,17 +197,14 @@ static void *serve_conn(void *arg)
 {
 	int fd = (int)(intptr_t)arg;
 	struct request q;
-
-	uint64_t write_ns = 0, write_cpu_ns = 0, cpu0;
-	uint32_t nvcsw = 0, nivcsw = 0;
+	struct write_cost last = { 0 };
 	struct rusage u0, u1;
+	uint64_t cpu0;
 
 	pthread_setname_np(pthread_self(), "tool-server");
 	set_nodelay(fd);
 	while (read_full(fd, &q, sizeof(q))) {
-		struct reply r = { .seq = q.seq, .prev_write_ns = write_ns,
-				   .prev_write_cpu_ns = write_cpu_ns,
-				   .prev_write_nvcsw = nvcsw, .prev_write_nivcsw = nivcsw };
+		struct reply r = { .seq = q.seq, .prev_write = last };
 
 		sleep_ns(q.delay_us * 1000);
 		r.send_ns = now_ns();
@@ -211,11 +213,10 @@ static void *serve_conn(void *arg)
 		if (!write_full(fd, &r, sizeof(r)))
 			break;
 		getrusage(RUSAGE_THREAD, &u1);
-		nvcsw = u1.ru_nvcsw - u0.ru_nvcsw;
-		nivcsw = u1.ru_nivcsw - u0.ru_nivcsw;
-		/* The server's share of the agent's local tail: sending. */
-		write_ns = now_ns() - r.send_ns;
-		write_cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+		last.ns = now_ns() - r.send_ns;
+		last.cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+		last.nvcsw = u1.ru_nvcsw - u0.ru_nvcsw;
+		last.nivcsw = u1.ru_nivcsw - u0.ru_nivcsw;
 	}
 	close(fd);
 	return NULL;
@@ -263,25 +264,24 @@ static int connect_loopback(unsigned port)
 
 static pid_t server_pid;
 
-/*
- * One agent step; returns false if the server went away. *burst is the
- * thread CPU time of the think step: fixed work, so its rise under load
- * is the machine running code slower (an emulator's busy vCPUs), not
- * scheduling delay.
- */
 struct step_times {
-	uint64_t tail, rtt, burst;
-	uint64_t prev_write;		/* the server's write of the step before */
-	uint64_t prev_write_cpu;	/* and the server's CPU time in it */
-	uint32_t prev_write_nvcsw, prev_write_nivcsw;
+	uint64_t tail, rtt;
+	/*
+	 * Thread CPU time of the think step: fixed work, so its rise under
+	 * load is the machine running code slower (an emulator's busy vCPUs),
+	 * not scheduling delay.
+	 */
+	uint64_t burst;
+	struct write_cost prev_write;	/* the server's write of the step before */
 };
 
+/* One agent step; returns false if the server went away. */
 static bool step(int fd, int ep, uint64_t seq, struct step_times *t)
 {
 	struct request q = { .seq = seq, .delay_us = opt.reply_delay_us };
 	struct epoll_event ev;
 	struct reply r;
-	uint64_t t_send = now_ns(), t_recv;
+	uint64_t t_send = now_ns(), t_recv, cpu0;
 	int n;
 
 	if (!write_full(fd, &q, sizeof(q)))
@@ -296,13 +296,10 @@ static bool step(int fd, int ep, uint64_t seq, struct step_times *t)
 	t_recv = now_ns();
 	t->tail = t_recv > r.send_ns ? t_recv - r.send_ns : 0;
 	t->rtt = t_recv - t_send;
-	t->prev_write = r.prev_write_ns;
-	t->prev_write_cpu = r.prev_write_cpu_ns;
-	t->prev_write_nvcsw = r.prev_write_nvcsw;
-	t->prev_write_nivcsw = r.prev_write_nivcsw;
-	t_send = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	t->prev_write = r.prev_write;
+	cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	sink = spin_iters(opt.burst_iters, seq);	/* "think" */
-	t->burst = clock_ns(CLOCK_THREAD_CPUTIME_ID) - t_send;
+	t->burst = clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
 	return true;
 }
 
@@ -418,12 +415,12 @@ static void *agent_main(void *arg)
 		samples_add(&burst, st.burst);
 		/* This reply says how long the last one's write took. */
 		if (last_tail) {
-			samples_add(&wr, st.prev_write);
-			if (last_tail > 1000000 && st.prev_write * 2 > last_tail) {
+			samples_add(&wr, st.prev_write.ns);
+			if (last_tail > 1000000 && st.prev_write.ns * 2 > last_tail) {
 				slow.server++;
-				slow.server_off_cpu += st.prev_write_cpu * 2 < st.prev_write;
-				slow.server_blocked += st.prev_write_nvcsw > 0;
-				slow.server_preempted += st.prev_write_nivcsw > 0;
+				slow.server_off_cpu += st.prev_write.cpu_ns * 2 < st.prev_write.ns;
+				slow.server_blocked += st.prev_write.nvcsw > 0;
+				slow.server_preempted += st.prev_write.nivcsw > 0;
 			}
 			slow.over_1ms += last_tail > 1000000;
 		}
