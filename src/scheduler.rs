@@ -292,6 +292,8 @@ impl<'a> Scheduler<'a> {
                     fallback: at(lane_stat_idx_LANE_FALLBACK),
                     wait_us: at(lane_stat_idx_LANE_WAIT_NS) / 1000,
                     waits_over_1ms: at(lane_stat_idx_LANE_WAIT_OVER_1MS),
+                    lost_cpu: at(lane_stat_idx_LANE_LOST_CPU),
+                    cut_short: at(lane_stat_idx_LANE_CUT_SHORT),
                 },
             );
         }

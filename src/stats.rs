@@ -42,6 +42,10 @@ pub struct ClassMetrics {
     pub wait_us: u64,
     #[stat(desc = "Express dispatches that waited over 1 ms to run")]
     pub waits_over_1ms: u64,
+    #[stat(desc = "Express runs that lost the CPU while still runnable")]
+    pub lost_cpu: u64,
+    #[stat(desc = "Of those, before their slice ended: preempted")]
+    pub cut_short: u64,
 }
 
 #[stat_doc]
@@ -115,6 +119,8 @@ impl ClassMetrics {
             fallback: self.fallback.wrapping_sub(p.fallback),
             wait_us: self.wait_us.wrapping_sub(p.wait_us),
             waits_over_1ms: self.waits_over_1ms.wrapping_sub(p.waits_over_1ms),
+            lost_cpu: self.lost_cpu.wrapping_sub(p.lost_cpu),
+            cut_short: self.cut_short.wrapping_sub(p.cut_short),
         }
     }
 
@@ -157,7 +163,7 @@ impl Metrics {
             writeln!(
                 w,
                 "[{name:>5}] prev {} llc {} any {} preempt {} (waker {}) not quiet {} requeue {} | skip irq {} deep {} \
-                 | no_tokens {} cap {} fallback {} | wait avg {:.0}us >1ms {}",
+                 | no_tokens {} cap {} fallback {} | wait avg {:.0}us >1ms {} | lost cpu {} (cut {})",
                 c.prev,
                 c.llc,
                 c.any,
@@ -172,6 +178,8 @@ impl Metrics {
                 c.fallback,
                 c.wait_us as f64 / c.runs().max(1) as f64,
                 c.waits_over_1ms,
+                c.lost_cpu,
+                c.cut_short,
             )?;
         }
         Ok(())
@@ -301,7 +309,7 @@ pub fn openmetrics_text(m: &Metrics) -> String {
             .collect()
     };
     type Field = fn(&ClassMetrics) -> u64;
-    let lanes: [(&str, &str, Field); 14] = [
+    let lanes: [(&str, &str, Field); 16] = [
         ("express_prev", "Express wakeups on the previous CPU", |c| {
             c.prev
         }),
@@ -361,6 +369,16 @@ pub fn openmetrics_text(m: &Metrics) -> String {
             "express_waits_over_1ms",
             "Express dispatches that waited over 1 ms to run",
             |c| c.waits_over_1ms,
+        ),
+        (
+            "express_lost_cpu",
+            "Express runs that lost the CPU while still runnable",
+            |c| c.lost_cpu,
+        ),
+        (
+            "express_cut_short",
+            "Express runs preempted before their slice ended",
+            |c| c.cut_short,
         ),
     ];
     for (name, help, f) in lanes {

@@ -304,6 +304,8 @@ pub const LANE_COUNTERS: &[(&str, &str)] = &[
     ("classes.{c}.deep_idle_skips", "lane_deep_idle_skips"),
     ("classes.{c}.wait_us", "lane_wait_us"),
     ("classes.{c}.waits_over_1ms", "lane_waits_over_1ms"),
+    ("classes.{c}.lost_cpu", "lane_lost_cpu"),
+    ("classes.{c}.cut_short", "lane_cut_short"),
     ("fair_wakeups", "fair_wakeups"),
     ("fair_waits_over_1ms", "fair_waits_over_1ms"),
     ("rescued", "fair_rescued"),

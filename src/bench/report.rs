@@ -437,6 +437,8 @@ const LANE_COLUMNS: &[(&str, &str)] = &[
     ("lane_irq_hot_skips", "IRQ-hot skipped"),
     ("lane_deep_idle_skips", "deep skipped"),
     ("lane_waits_over_1ms", "waits > 1 ms"),
+    ("lane_lost_cpu", "lost CPU"),
+    ("lane_cut_short", "cut short"),
     ("fair_waits_over_1ms", "fair waits > 1 ms"),
 ];
 

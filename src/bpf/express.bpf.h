@@ -60,7 +60,8 @@ s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 bool express_lane_enqueue(struct task_struct *p, u64 enq_flags);
 bool express_lane_keep(struct task_struct *prev);
 void express_lane_running(struct task_ctx *tctx, struct cpu_ctx *cc);
-void express_lane_stopping(struct task_ctx *tctx, struct cpu_ctx *cc);
+void express_lane_stopping(struct task_struct *p, bool runnable, struct task_ctx *tctx,
+			   struct cpu_ctx *cc);
 
 /* ---- Fair path through the userspace scheduler (fair.bpf.c) ---- */
 s32 fair_init(void);

@@ -62,6 +62,8 @@ enum lane_stat_idx {
 	LANE_FALLBACK,		/* no suitable CPU: fair path */
 	LANE_WAIT_NS,		/* sum of express dispatch -> running delays (ns) */
 	LANE_WAIT_OVER_1MS,	/* express dispatches that waited over 1 ms to run */
+	LANE_LOST_CPU,		/* express runs that lost the CPU while still runnable */
+	LANE_CUT_SHORT,		/* of those, before their slice ended (preempted) */
 	NR_LANE_STATS,
 };
 

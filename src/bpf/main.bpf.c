@@ -255,7 +255,7 @@ void BPF_STRUCT_OPS(express_stopping, struct task_struct *p, bool runnable)
 	struct cpu_ctx *cc = cpu_ctx_of(scx_bpf_task_cpu(p));
 
 	fair_stopping(cc);
-	express_lane_stopping(tctx, cc);
+	express_lane_stopping(p, runnable, tctx, cc);
 }
 
 s32 BPF_STRUCT_OPS(express_init_task, struct task_struct *p,

@@ -320,10 +320,25 @@ __hidden void express_lane_running(struct task_ctx *tctx, struct cpu_ctx *cc)
 	}
 }
 
-__hidden void express_lane_stopping(struct task_ctx *tctx, struct cpu_ctx *cc)
+/*
+ * An express run stops. If the task is still runnable it lost its CPU:
+ * its slice ran out (another task was queued there first) or, before
+ * that, something took the slice away. The policy never preempts an
+ * express task for a normal one, so cut_short stays near zero.
+ */
+__hidden void express_lane_stopping(struct task_struct *p, bool runnable,
+				    struct task_ctx *tctx, struct cpu_ctx *cc)
 {
+	u64 now = bpf_ktime_get_ns();
+
+	if (cc && cc->curr_express && tctx && runnable) {
+		lane_stat_inc(tctx->lane_class, LANE_LOST_CPU);
+		if (!p->scx.slice && tctx->express_since_ns &&
+		    now - tctx->express_since_ns < express_slice_ns)
+			lane_stat_inc(tctx->lane_class, LANE_CUT_SHORT);
+	}
 	if (cc)
 		cc->curr_express = 0;
 	if (tctx)
-		budget_charge(tctx, bpf_ktime_get_ns());
+		budget_charge(tctx, now);
 }

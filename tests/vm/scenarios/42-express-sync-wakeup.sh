@@ -4,7 +4,7 @@
 # server blocks right after) preempts the server's CPU, not its own previous
 # one, and `preempt_waker` counts it. Control in the same boot: a decode
 # launcher woken by its sleep timer (not a sync wakeup) preempts as before,
-# never on the waker's CPU.
+# never on the waker's CPU. And no express run is cut short under the load.
 # vmtest: smp=2 timeout=240 bins=target/release/scx_express,/usr/bin/stress-ng
 # vmtest: files=workloads/build:/opt/w
 # shellcheck source=../guest-lib.sh
@@ -35,6 +35,15 @@ echo "agent: $a_pre preemptions, $a_wak on the waker's CPU"
 [ $((a_wak * 10)) -ge $((a_pre * 8)) ] ||
     fail "agent: only $a_wak of $a_pre preemptions on the waker's CPU (expected >= 80%)"
 echo "ok: the agent's sync wakeups preempt the waker's CPU ($a_wak of $a_pre)"
+
+# Nothing takes the CPU back from it before its slice ends (a normal task
+# never preempts an express one): at most 1% of its preemptions, for the
+# rare kick that lands after the task it was meant for has gone.
+a_cut=$(snap_sum /tmp/s1 classes.agent.cut_short)
+a_lost=$(snap_sum /tmp/s1 classes.agent.lost_cpu)
+echo "agent: $a_lost express runs lost the CPU while runnable, $a_cut before their slice ended"
+[ $((a_cut * 100)) -le "$a_pre" ] || fail "agent: $a_cut express runs cut short (over 1% of $a_pre)"
+echo "ok: express runs are not cut short ($a_cut)"
 
 # Control: timer wakeups are not synchronous.
 /opt/w/decode --duration 4 >/dev/null 2>&1
