@@ -60,6 +60,7 @@ static struct {
 	unsigned long long steps, warmup, reply_delay_us, burst_iters, port;
 	double duration;
 	bool json, cdf, threads, server_only, client_only;
+	const char *go_file;
 } opt = {
 	.warmup = 20, .reply_delay_us = 2000,
 	.burst_iters = 125000,		/* ~200 us at ~1.6 ns/iter */
@@ -81,6 +82,8 @@ static void usage(int rc)
 "  --server-only        only serve (prints server_port=P); runs until killed\n"
 "  --client-only        only the agent; needs --port\n"
 "  --port P             port (default: ephemeral)\n"
+"  --go-file PATH       after printing the ids, wait (up to 60 s) until PATH\n"
+"                       exists before the warmup: time to classify them\n"
 "  --json               JSON report (last line of stdout)\n"
 "  --cdf                with --json: add \"tail_cdf\", [quantile, us] pairs\n"
 "                       of the local tail (for CDF plots)\n");
@@ -90,7 +93,7 @@ static void usage(int rc)
 static void parse_args(int argc, char **argv)
 {
 	enum { O_STEPS = 256, O_DURATION, O_WARMUP, O_DELAY, O_BURST, O_THREADS,
-	       O_SERVER, O_CLIENT, O_PORT, O_JSON, O_CDF };
+	       O_SERVER, O_CLIENT, O_PORT, O_JSON, O_CDF, O_GO };
 	static const struct option lopts[] = {
 		{ "steps", 1, 0, O_STEPS }, { "duration", 1, 0, O_DURATION },
 		{ "warmup", 1, 0, O_WARMUP },
@@ -100,6 +103,7 @@ static void parse_args(int argc, char **argv)
 		{ "server-only", 0, 0, O_SERVER },
 		{ "client-only", 0, 0, O_CLIENT }, { "port", 1, 0, O_PORT },
 		{ "json", 0, 0, O_JSON }, { "cdf", 0, 0, O_CDF },
+		{ "go-file", 1, 0, O_GO },
 		{ "help", 0, 0, 'h' }, { 0 },
 	};
 	int c, li = 0;
@@ -119,6 +123,7 @@ static void parse_args(int argc, char **argv)
 		case O_PORT: opt.port = parse_ull(n, optarg); break;
 		case O_JSON: opt.json = true; break;
 		case O_CDF: opt.cdf = true; break;
+		case O_GO: opt.go_file = optarg; break;
 		case 'h': usage(0); break;
 		default: usage(2);
 		}
@@ -381,6 +386,27 @@ static void report(const struct samples *tail, const struct samples *rtt,
 	fflush(stdout);
 }
 
+/*
+ * --go-file: hold the first step until the caller has classified the
+ * threads just printed. Otherwise the first steps of the measurement would
+ * run before a scheduler knows them (a `scx_express mark` takes most of a
+ * second under an emulator).
+ */
+static void wait_for_go(void)
+{
+	uint64_t deadline = now_ns() + 60ULL * 1000000000ULL;
+
+	if (!opt.go_file)
+		return;
+	while (access(opt.go_file, F_OK)) {
+		if (now_ns() > deadline) {
+			fprintf(stderr, "agent: no %s after 60 s\n", opt.go_file);
+			exit(1);
+		}
+		sleep_ns(5 * 1000000ULL);
+	}
+}
+
 static void *agent_main(void *arg)
 {
 	int fd = (int)(intptr_t)arg, ep = epoll_create1(EPOLL_CLOEXEC);
@@ -399,6 +425,7 @@ static void *agent_main(void *arg)
 	fflush(stdout);
 	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev))
 		die("epoll");
+	wait_for_go();
 
 	for (unsigned long long i = 0; i < opt.warmup; i++)
 		if (!step(fd, ep, seq++, &st))

@@ -196,8 +196,13 @@ run_workload() {
     decode) wrap "$W/decode" --duration "$D" --json >"$2/workload.out" 2>"$2/workload.err" & ;;
     mixed) wrap "$W/decode" --duration "$D" --helpers "$BENCH_HELPERS" --json \
         >"$2/workload.out" 2>"$2/workload.err" & ;;
-    agent) wrap "$W/agent" --duration "$D" --warmup 200 --json --cdf \
-        >"$2/workload.out" 2>"$2/workload.err" & ;;
+    agent)
+        rm -f "$2/go"
+        # It waits for the go file after printing its ids: the steps it
+        # measures all run with its threads classified (below).
+        wrap "$W/agent" --duration "$D" --warmup 200 --json --cdf --go-file "$2/go" \
+            >"$2/workload.out" 2>"$2/workload.err" &
+        ;;
     wakeup)
         # SCHED_OTHER unless the fifo variant: cyclictest sets its thread's
         # policy itself, so chrt alone would be undone.
@@ -238,6 +243,7 @@ run_workload() {
             ;;
         esac
     fi
+    [ "$1" != agent ] || touch "$2/go"
     wait "$wpid"
     _rc=$?
     if [ "$S" = express ]; then
