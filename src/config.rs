@@ -94,6 +94,7 @@ pub struct FairConfig {
     pub target_latency_us: u64,
     pub direct_idle: bool,
     pub wakeup_preempt: bool,
+    pub requeue_preempted: bool,
     pub rescue_ms: u64,
 }
 
@@ -201,6 +202,7 @@ impl Default for FairConfig {
             target_latency_us: 20000,
             direct_idle: true,
             wakeup_preempt: true,
+            requeue_preempted: true,
             rescue_ms: 50,
         }
     }

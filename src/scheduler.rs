@@ -51,6 +51,7 @@ pub fn apply_knobs(k: &mut crate::bpf_skel::types::data_knobs, cfg: &Config, top
     k.rescue_ns = cfg.fair.rescue_ms * MS;
     k.direct_idle = cfg.fair.direct_idle;
     k.fair_wakeup_preempt = cfg.fair.wakeup_preempt;
+    k.fair_requeue_preempted = cfg.fair.requeue_preempted;
     k.express_slice_ns = cfg.express.slice_us * US;
     k.idle_demote_ns = cfg.classify.idle_demote_ms * MS;
     k.irq_window_ns = cfg.express.irq_window_ms * MS;
@@ -310,6 +311,7 @@ impl<'a> Scheduler<'a> {
             fair_decide_us: c[stat_idx_STAT_FAIR_DECIDE_NS as usize] / US,
             fair_wait_us: c[stat_idx_STAT_FAIR_WAIT_NS as usize] / US,
             fair_waits_over_1ms: c[stat_idx_STAT_FAIR_WAIT_OVER_1MS as usize],
+            fair_preempted: c[stat_idx_STAT_FAIR_PREEMPTED as usize],
             user_lag_max_us: self.user_lag_max_ns / US,
             fair_tasks: self.policy.nr_tasks() as u64,
             probed_libraries: probes.libraries,

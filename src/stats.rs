@@ -86,6 +86,8 @@ pub struct Metrics {
     pub fair_wait_us: u64,
     #[stat(desc = "Fair-path wakeups that waited over 1 ms to run")]
     pub fair_waits_over_1ms: u64,
+    #[stat(desc = "Fair-path tasks preempted mid-slice, put back in line by BPF")]
+    pub fair_preempted: u64,
     #[stat(
         desc = "Longest wait of a task for the userspace scheduler to read it, last second (us)"
     )]
@@ -152,11 +154,12 @@ impl Metrics {
         let wakeups = self.fair_wakeups.max(1) as f64;
         writeln!(
             w,
-            "[fair] wakeups {} | decide avg {:.0}us | wait avg {:.0}us >1ms {} | user lag max {}us",
+            "[fair] wakeups {} | decide avg {:.0}us | wait avg {:.0}us >1ms {} | preempted {} | user lag max {}us",
             self.fair_wakeups,
             self.fair_decide_us as f64 / wakeups,
             self.fair_wait_us as f64 / wakeups,
             self.fair_waits_over_1ms,
+            self.fair_preempted,
             self.user_lag_max_us,
         )?;
         for (name, c) in &self.classes {
@@ -228,6 +231,7 @@ impl Metrics {
             fair_waits_over_1ms: self
                 .fair_waits_over_1ms
                 .wrapping_sub(prev.fair_waits_over_1ms),
+            fair_preempted: self.fair_preempted.wrapping_sub(prev.fair_preempted),
             user_lag_max_us: self.user_lag_max_us,
             fair_tasks: self.fair_tasks,
             probed_libraries: self.probed_libraries,
@@ -250,7 +254,7 @@ pub fn openmetrics_text(m: &Metrics) -> String {
             let _ = writeln!(out, "scx_express_{name}_total{labels} {v}");
         }
     };
-    let totals: [(&str, &str, u64); 11] = [
+    let totals: [(&str, &str, u64); 12] = [
         (
             "user_queued",
             "Tasks handed to the userspace scheduler",
@@ -292,6 +296,11 @@ pub fn openmetrics_text(m: &Metrics) -> String {
             "fair_waits_over_1ms",
             "Fair-path wakeups that waited over 1 ms to run",
             m.fair_waits_over_1ms,
+        ),
+        (
+            "fair_preempted",
+            "Fair-path tasks preempted mid-slice, put back in line by BPF",
+            m.fair_preempted,
         ),
         (
             "launch_windows",

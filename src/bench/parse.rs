@@ -308,6 +308,7 @@ pub const LANE_COUNTERS: &[(&str, &str)] = &[
     ("classes.{c}.cut_short", "lane_cut_short"),
     ("fair_wakeups", "fair_wakeups"),
     ("fair_waits_over_1ms", "fair_waits_over_1ms"),
+    ("fair_preempted", "fair_preempted"),
     ("rescued", "fair_rescued"),
 ];
 

@@ -67,6 +67,7 @@ void express_lane_stopping(struct task_struct *p, bool runnable, struct task_ctx
 s32 fair_init(void);
 bool fair_enqueue_user(struct task_struct *p, u64 enq_flags);
 void fair_enqueue_fallback(struct task_struct *p, u64 enq_flags);
+bool fair_requeue_if_preempted(struct task_struct *p, u64 enq_flags);
 bool fair_drain(void);
 void fair_pick(s32 cpu, struct task_struct *prev);
 void fair_running(struct task_struct *p, struct task_ctx *tctx, struct cpu_ctx *cc);

@@ -20,6 +20,8 @@
 #define FAIR_TIMER_NS		(2 * NSEC_PER_MSEC)
 /* How long the fair path bypasses userspace after a rescue. */
 #define DEGRADED_NS		(1000 * NSEC_PER_MSEC)
+/* Slice a preempted task must have left to skip the userspace round trip. */
+#define FAIR_MIN_LEFT_NS	(100 * NSEC_PER_USEC)
 /* Set in an in-flight slot's seq once the slot is answered or rescued. */
 #define SLOT_DONE		(1ULL << 63)
 
@@ -50,6 +52,9 @@ struct {
 	__type(key, u32);
 	__type(value, struct timer_wrap);
 } fair_timer SEC(".maps");
+
+/* Put preempted tasks back in line from BPF (fair_requeue_if_preempted()). */
+KNOB bool fair_requeue_preempted = true;
 
 /* In-flight sequence numbers: [tail + 1, head] are handed out. */
 volatile u64 inflight_head, inflight_tail;
@@ -175,6 +180,37 @@ __hidden bool fair_enqueue_user(struct task_struct *p, u64 enq_flags)
 	bpf_ringbuf_submit(msg, 0);
 
 	stat_inc(STAT_USER_QUEUED);
+	return true;
+}
+
+/*
+ * A fair task preempted before its slice ended (by an express wakeup or an
+ * earlier deadline) goes back in line by BPF, with its deadline and the
+ * rest of its slice: userspace's decision still holds, and the round trip
+ * would cost the CPU that preempted it a userspace wakeup (an irq_work)
+ * right when its new task starts. Userspace sees the run at the next one.
+ */
+__hidden bool fair_requeue_if_preempted(struct task_struct *p, u64 enq_flags)
+{
+	struct task_ctx *tctx;
+	u64 used, left, dsq;
+
+	if (!fair_requeue_preempted || (enq_flags & SCX_ENQ_WAKEUP))
+		return false;
+	tctx = task_ctx_get(p);
+	if (!tctx || !tctx->fair_dispatched || !tctx->fair_run_slice_ns ||
+	    p->se.sum_exec_runtime < tctx->fair_run_exec_ns)
+		return false;
+	used = p->se.sum_exec_runtime - tctx->fair_run_exec_ns;
+	if (used + FAIR_MIN_LEFT_NS > tctx->fair_run_slice_ns)
+		return false;
+	left = tctx->fair_run_slice_ns - used;
+
+	dsq = fair_dsq(p, -1);
+	tctx->fair_run_slice_ns = 0;
+	scx_bpf_dsq_insert_vtime(p, dsq, left, p->scx.dsq_vtime, enq_flags);
+	stat_inc(STAT_FAIR_PREEMPTED);
+	kick_idle_for(p, dsq);
 	return true;
 }
 
@@ -359,6 +395,8 @@ static bool keep_prev(struct task_struct *prev, u64 best_queued)
 		return false;
 	scx_bpf_task_set_dsq_vtime(prev, next);
 	scx_bpf_task_set_slice(prev, slice_max_ns);
+	tctx->fair_run_slice_ns = slice_max_ns;
+	tctx->fair_run_exec_ns = prev->se.sum_exec_runtime;
 	return true;
 }
 
@@ -445,6 +483,11 @@ __hidden void fair_running(struct task_struct *p, struct task_ctx *tctx, struct 
 
 	if (cc)
 		cc->curr_fair_deadline = fair ? p->scx.dsq_vtime : 0;
+	if (fair) {
+		/* What fair_requeue_if_preempted() needs to tell the slice left. */
+		tctx->fair_run_slice_ns = p->scx.slice;
+		tctx->fair_run_exec_ns = p->se.sum_exec_runtime;
+	}
 	/*
 	 * Advance the front. Not the latest deadline started: CPU hogs'
 	 * deadlines spread over several slices, and a woken task placed one

@@ -43,6 +43,7 @@ enum stat_idx {
 	STAT_FAIR_DECIDE_NS,	/* their enqueue -> decision inserted delays (ns) */
 	STAT_FAIR_WAIT_NS,	/* their enqueue -> running delays (ns) */
 	STAT_FAIR_WAIT_OVER_1MS, /* of those, waits over 1 ms */
+	STAT_FAIR_PREEMPTED,	/* preempted fair tasks put back by BPF with their deadline */
 	NR_EXPRESS_STATS,
 };
 
@@ -125,6 +126,8 @@ struct task_ctx {
 	u64 express_exec_ns;	/* express running time ever, charged or not */
 	u64 fair_woken_ns;	/* fair wakeup handed to userspace at, 0 if none */
 	u64 fair_decided_ns;	/* its decision inserted at, 0 if not yet */
+	u64 fair_run_slice_ns;	/* slice it started its current run with */
+	u64 fair_run_exec_ns;	/* its sum_exec_runtime when that run started */
 };
 
 /*

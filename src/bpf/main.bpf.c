@@ -218,7 +218,7 @@ void BPF_STRUCT_OPS(express_enqueue, struct task_struct *p, u64 enq_flags)
 		return;
 	}
 
-	if (fair_enqueue_user(p, enq_flags))
+	if (fair_requeue_if_preempted(p, enq_flags) || fair_enqueue_user(p, enq_flags))
 		return;
 
 	fair_enqueue_fallback(p, enq_flags);
