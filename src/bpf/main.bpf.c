@@ -141,6 +141,30 @@ static void dispatch_to_idle(struct task_struct *p, u64 dsq_id, u64 enq_flags,
 
 /* ---- sched_ext callbacks ---- */
 
+/*
+ * Where the scheduler's own threads wake when no CPU is idle. They wake
+ * for every batch of fair decisions; on a CPU running an express task they
+ * would wait at the head of its queue and take the CPU when the express
+ * slice ends. A CPU running a normal task is the one to preempt.
+ */
+static s32 usersched_cpu(struct task_struct *p, s32 cpu)
+{
+	struct cpu_ctx *cc = cpu_ctx_of(cpu);
+	u32 nr = scx_bpf_nr_cpu_ids();
+	s32 i;
+
+	if (!cc || !cc->curr_express)
+		return cpu;
+	bpf_for(i, 0, nr) {
+		if (i >= MAX_CPUS)
+			break;
+		cc = cpu_ctx_of(i);
+		if (cc && !cc->curr_express && bpf_cpumask_test_cpu(i, p->cpus_ptr))
+			return i;
+	}
+	return cpu;
+}
+
 s32 BPF_STRUCT_OPS(express_select_cpu, struct task_struct *p, s32 prev_cpu,
 		   u64 wake_flags)
 {
@@ -160,6 +184,8 @@ s32 BPF_STRUCT_OPS(express_select_cpu, struct task_struct *p, s32 prev_cpu,
 	if (is_idle && (direct_idle || is_usersched(p)))
 		dispatch_to_idle(p, SCX_DSQ_LOCAL, 0,
 				 is_usersched(p) ? STAT_USERSCHED : STAT_DIRECT_IDLE);
+	else if (is_usersched(p))
+		cpu = usersched_cpu(p, cpu);
 	return cpu;
 }
 
