@@ -190,6 +190,13 @@ __hidden bool fair_enqueue_user(struct task_struct *p, u64 enq_flags)
  * would cost the CPU that preempted it a userspace wakeup (an irq_work)
  * right when its new task starts. Userspace sees the run at the next one.
  */
+/* @p starts a run (or a kept slice) of @slice_ns: what the requeue measures. */
+static void note_fair_run(struct task_struct *p, struct task_ctx *tctx, u64 slice_ns)
+{
+	tctx->fair_run_slice_ns = slice_ns;
+	tctx->fair_run_exec_ns = p->se.sum_exec_runtime;
+}
+
 __hidden bool fair_requeue_if_preempted(struct task_struct *p, u64 enq_flags)
 {
 	struct task_ctx *tctx;
@@ -395,8 +402,7 @@ static bool keep_prev(struct task_struct *prev, u64 best_queued)
 		return false;
 	scx_bpf_task_set_dsq_vtime(prev, next);
 	scx_bpf_task_set_slice(prev, slice_max_ns);
-	tctx->fair_run_slice_ns = slice_max_ns;
-	tctx->fair_run_exec_ns = prev->se.sum_exec_runtime;
+	note_fair_run(prev, tctx, slice_max_ns);
 	return true;
 }
 
@@ -483,11 +489,8 @@ __hidden void fair_running(struct task_struct *p, struct task_ctx *tctx, struct 
 
 	if (cc)
 		cc->curr_fair_deadline = fair ? p->scx.dsq_vtime : 0;
-	if (fair) {
-		/* What fair_requeue_if_preempted() needs to tell the slice left. */
-		tctx->fair_run_slice_ns = p->scx.slice;
-		tctx->fair_run_exec_ns = p->se.sum_exec_runtime;
-	}
+	if (fair)
+		note_fair_run(p, tctx, p->scx.slice);
 	/*
 	 * Advance the front. Not the latest deadline started: CPU hogs'
 	 * deadlines spread over several slices, and a woken task placed one
