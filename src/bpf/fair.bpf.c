@@ -53,8 +53,11 @@ struct {
 	__type(value, struct timer_wrap);
 } fair_timer SEC(".maps");
 
-/* Put preempted tasks back in line from BPF (fair_requeue_if_preempted()). */
-KNOB bool fair_requeue_preempted = true;
+/*
+ * Put preempted tasks back in line from BPF (fair_requeue_if_preempted()).
+ * Off by default: it weakens nice weights (configs/default.toml).
+ */
+KNOB bool fair_requeue_preempted;
 
 /* In-flight sequence numbers: [tail + 1, head] are handed out. */
 volatile u64 inflight_head, inflight_tail;

@@ -18,8 +18,8 @@
  *      and a virtual deadline weighted by nice, and sends the decision back
  *      through the `dispatched` user ring buffer, which ops.dispatch()
  *      drains into vtime-ordered DSQs. A woken task whose deadline is not
- *      later than the running one's preempts it, as under EEVDF. A task
- *      preempted mid-slice keeps its decision: BPF puts it back in line.
+ *      later than the running one's preempts it, as under EEVDF. With
+ *      requeue_preempted, a task preempted mid-slice keeps its decision.
  *
  * 2. Classification (classify.bpf.c)
  *
