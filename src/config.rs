@@ -202,7 +202,7 @@ impl Default for FairConfig {
             target_latency_us: 20000,
             direct_idle: true,
             wakeup_preempt: true,
-            requeue_preempted: false,
+            requeue_preempted: true,
             rescue_ms: 50,
         }
     }

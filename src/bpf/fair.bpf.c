@@ -55,9 +55,9 @@ struct {
 
 /*
  * Put preempted tasks back in line from BPF (fair_requeue_if_preempted()).
- * Off by default: it weakens nice weights (configs/default.toml).
+ * See configs/default.toml for why it is on by default.
  */
-KNOB bool fair_requeue_preempted;
+KNOB bool fair_requeue_preempted = true;
 
 /* In-flight sequence numbers: [tail + 1, head] are handed out. */
 volatile u64 inflight_head, inflight_tail;
