@@ -879,24 +879,32 @@ mod tests {
         }
     }
 
-    /// A library with one launch and one sync probe point.
-    fn launch_and_sync_library() -> FoundLibrary {
-        let point = |symbol: &str, offset, kind| ProbePoint {
+    fn point(symbol: &str, offset: u64, kind: ProbeKind) -> ProbePoint {
+        ProbePoint {
             symbol: symbol.into(),
             offset,
             kind,
-        };
+        }
+    }
+
+    /// A stand-in library (any open file will do) with these probe points.
+    fn fake_library(points: Vec<ProbePoint>) -> FoundLibrary {
         FoundLibrary {
             dev: 1,
             ino: 2,
             file: std::sync::Arc::new(File::open("/proc/self/stat").unwrap()),
             open_path: "/l".into(),
             mapped_path: "/l".into(),
-            points: vec![
-                point("launch", 1, ProbeKind::Launch),
-                point("sync", 2, ProbeKind::Sync),
-            ],
+            points,
         }
+    }
+
+    /// A library with one launch and one sync probe point.
+    fn launch_and_sync_library() -> FoundLibrary {
+        fake_library(vec![
+            point("launch", 1, ProbeKind::Launch),
+            point("sync", 2, ProbeKind::Sync),
+        ])
     }
 
     #[test]
@@ -1058,23 +1066,9 @@ mod tests {
         let mut a = GatedAttacher(gate.clone());
         let mut m = ProbeManager::new(Duration::from_millis(10), Duration::from_secs(60));
         let points = (0..10)
-            .map(|i| ProbePoint {
-                symbol: format!("launch{i}"),
-                offset: i,
-                kind: ProbeKind::Launch,
-            })
+            .map(|i| point(&format!("launch{i}"), i, ProbeKind::Launch))
             .collect();
-        m.add_library(
-            &mut a,
-            FoundLibrary {
-                dev: 1,
-                ino: 2,
-                file: std::sync::Arc::new(File::open("/proc/self/stat").unwrap()),
-                open_path: "/l".into(),
-                mapped_path: "/l".into(),
-                points,
-            },
-        );
+        m.add_library(&mut a, fake_library(points));
         let t0 = Instant::now();
         m.tick(&mut a, t0);
         assert_eq!(m.window.len(), 10);

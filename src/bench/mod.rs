@@ -472,26 +472,32 @@ fn write_json<T: Serialize>(p: &Path, v: &T) -> Result<()> {
     std::fs::write(p, s + "\n").with_context(|| format!("writing {}", p.display()))
 }
 
+/// Arguments as the CLI gives them with only `--preset`; for tests.
+#[cfg(test)]
+pub(crate) fn test_args(preset: Preset) -> BenchArgs {
+    BenchArgs {
+        preset,
+        schedulers: None,
+        scenarios: None,
+        workloads: None,
+        repeats: None,
+        duration: None,
+        smp: None,
+        out: None,
+        bundle: None,
+        from_logs: None,
+        check: None,
+        repo: None,
+        peers_dir: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn args(preset: Preset) -> BenchArgs {
-        BenchArgs {
-            preset,
-            schedulers: None,
-            scenarios: None,
-            workloads: None,
-            repeats: None,
-            duration: None,
-            smp: None,
-            out: None,
-            bundle: None,
-            from_logs: None,
-            check: None,
-            repo: None,
-            peers_dir: None,
-        }
+        test_args(preset)
     }
 
     #[test]

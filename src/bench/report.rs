@@ -958,24 +958,13 @@ pub fn check_dir(dir: &Path) -> Result<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::super::parse::tests::{cell_text as raw_cell, AGENT, CYC, DECODE, STRESS};
-    use super::super::{BenchArgs, Preset};
+    use super::super::{test_args, BenchArgs, Preset};
     use super::*;
 
     fn smoke_plan() -> Plan {
         let a = BenchArgs {
-            preset: Preset::Smoke,
-            schedulers: None,
-            scenarios: None,
-            workloads: None,
             repeats: Some(3),
-            duration: None,
-            smp: None,
-            out: None,
-            bundle: None,
-            from_logs: None,
-            check: None,
-            repo: None,
-            peers_dir: None,
+            ..test_args(Preset::Smoke)
         };
         Plan::from_args(
             &a,
