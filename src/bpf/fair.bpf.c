@@ -224,12 +224,34 @@ __hidden bool fair_requeue_if_preempted(struct task_struct *p, u64 enq_flags)
 	return true;
 }
 
+/*
+ * Deadline of a task BPF places without userspace (fallback, rescue). One
+ * that stayed runnable on the fair path moves on from its last deadline by
+ * the CPU time it used since, scaled by its weight, as userspace would
+ * charge it. Placing it at vtime_now like a woken task would split a CPU
+ * evenly whatever the nice values for as long as userspace is bypassed (a
+ * second after every rescue), and userspace's debt ceiling would then
+ * forgive the difference.
+ */
+static u64 bpf_only_vtime(struct task_struct *p, bool wakeup)
+{
+	struct task_ctx *tctx = task_ctx_get(p);
+	u64 used;
+
+	if (wakeup || !tctx || !tctx->fair_dispatched ||
+	    p->se.sum_exec_runtime < tctx->fair_run_exec_ns)
+		return vtime_now;
+	used = p->se.sum_exec_runtime - tctx->fair_run_exec_ns;
+	return p->scx.dsq_vtime + scale_by_task_weight_inverse(p, used);
+}
+
 __hidden void fair_enqueue_fallback(struct task_struct *p, u64 enq_flags)
 {
 	u64 dsq = fair_dsq(p, -1);
+	u64 vtime = bpf_only_vtime(p, enq_flags & SCX_ENQ_WAKEUP);
 
 	note_fair_dispatch(p, true);
-	scx_bpf_dsq_insert_vtime(p, dsq, slice_max_ns, vtime_now, enq_flags);
+	scx_bpf_dsq_insert_vtime(p, dsq, slice_max_ns, vtime, enq_flags);
 	stat_inc(STAT_FALLBACK);
 	kick_idle_for(p, dsq);
 }
@@ -337,7 +359,7 @@ static void rescue(struct inflight_slot *slot, u64 seq)
 	p = bpf_task_from_pid(slot->pid);
 	if (!p)
 		return;
-	fair_insert(p, -1, slice_max_ns, vtime_now, false);
+	fair_insert(p, -1, slice_max_ns, bpf_only_vtime(p, READ_ONCE(slot->wakeup)), false);
 	bpf_task_release(p);
 	stat_inc(STAT_RESCUED);
 }
@@ -504,7 +526,12 @@ __hidden void fair_running(struct task_struct *p, struct task_ctx *tctx, struct 
 		/* Only then can the front move: peek at the shared DSQ. */
 		u64 front = p->scx.dsq_vtime, head = head_vtime(SHARED_DSQ);
 
-		if (time_before(head, front))
+		/*
+		 * An empty shared DSQ reads as U64 max, which time_before()
+		 * wraps to "before" every deadline: skip it, or the front
+		 * stops whenever the shared DSQ is empty.
+		 */
+		if (head != (u64)-1 && time_before(head, front))
 			front = head;
 		if (time_before(vtime_now, front))
 			vtime_now = front;
