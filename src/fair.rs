@@ -52,6 +52,12 @@ struct TaskState {
 pub struct FairPolicy {
     params: FairParams,
     tasks: HashMap<i32, TaskState>,
+    /// CPU time charged to tasks' vruntime, in total (ns).
+    charged_ns: u64,
+    /// Of that, the CPU time the debt ceiling forgave (ns): time a task
+    /// used away from the fair path's order. Tasks that stay runnable on
+    /// the fair path should see next to none.
+    forgiven_ns: u64,
 }
 
 /// Scales CPU time to virtual time for a weight (100 = nice 0).
@@ -64,6 +70,8 @@ impl FairPolicy {
         Self {
             params,
             tasks: HashMap::new(),
+            charged_ns: 0,
+            forgiven_ns: 0,
         }
     }
 
@@ -107,6 +115,7 @@ impl FairPolicy {
             let express = t.express_exec_ns.saturating_sub(st.last_express_exec);
             let used = (t.sum_exec_runtime - st.last_sum_exec).saturating_sub(express);
             st.vruntime = st.vruntime.saturating_add(scale_by_weight(used, t.weight));
+            self.charged_ns = self.charged_ns.wrapping_add(used);
         }
         st.last_sum_exec = t.sum_exec_runtime;
         st.last_express_exec = t.express_exec_ns;
@@ -117,6 +126,8 @@ impl FairPolicy {
         // ahead of everyone: a task coming back to the fair path waits its
         // turn, not for as long as it once ran.
         if st.vruntime > debt_ceiling {
+            let forgiven = (st.vruntime - debt_ceiling).saturating_mul(t.weight.max(1)) / 100;
+            self.forgiven_ns = self.forgiven_ns.wrapping_add(forgiven);
             st.vruntime = debt_ceiling;
         }
 
@@ -145,6 +156,11 @@ impl FairPolicy {
         self.tasks
             .retain(|_, st| now_ns.saturating_sub(st.last_seen_ns) < idle_ns);
         before - self.tasks.len()
+    }
+
+    /// CPU time charged so far and, of it, what the debt ceiling forgave (ns).
+    pub fn charged_and_forgiven_ns(&self) -> (u64, u64) {
+        (self.charged_ns, self.forgiven_ns)
     }
 
     pub fn nr_tasks(&self) -> usize {
@@ -261,6 +277,37 @@ mod tests {
         // It ran 1.5 s on an idle CPU, unseen by the policy.
         let d = pol.decide(&task(1, 100, 1500 * MS), 10 * MS, 1, 0);
         assert_eq!(d.vtime, 10 * MS + params().target_latency_ns + d.slice_ns);
+        // Charged 1.5 s; forgiven all of it above vtime_now + target latency.
+        let ceiling = 10 * MS + params().target_latency_ns;
+        assert_eq!(
+            pol.charged_and_forgiven_ns(),
+            (1500 * MS, 1500 * MS - ceiling)
+        );
+    }
+
+    #[test]
+    fn forgiven_time_is_counted_in_cpu_time() {
+        let mut pol = FairPolicy::new(params());
+        pol.decide(&task(1, 50, 0), 0, 1, 0);
+        // Weight 50: 100 ms of CPU is 200 ms of vruntime, 200 - 20 over.
+        pol.decide(&task(1, 50, 100 * MS), 0, 1, 0);
+        assert_eq!(pol.charged_and_forgiven_ns(), (100 * MS, 90 * MS));
+    }
+
+    #[test]
+    fn runnable_tasks_following_vtime_now_are_not_forgiven() {
+        let mut pol = FairPolicy::new(params());
+        let mut used = [0u64; 2];
+        let mut vtime_now = 0;
+        pol.decide(&task(0, 100, 0), 0, 2, 0);
+        pol.decide(&task(1, 100, 0), 0, 2, 0);
+        for round in 0..50 {
+            let i = round % 2;
+            used[i] += 5 * MS;
+            let d = pol.decide(&task(i as i32, 100, used[i]), vtime_now, 2, 0);
+            vtime_now = vtime_now.max(d.vtime - d.slice_ns);
+        }
+        assert_eq!(pol.charged_and_forgiven_ns(), (250 * MS, 0));
     }
 
     #[test]

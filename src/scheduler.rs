@@ -298,6 +298,7 @@ impl<'a> Scheduler<'a> {
                 },
             );
         }
+        let (charged_ns, forgiven_ns) = self.policy.charged_and_forgiven_ns();
         Ok(Metrics {
             user_queued: c[stat_idx_STAT_USER_QUEUED as usize],
             user_dispatched: c[stat_idx_STAT_USER_DISPATCHED as usize],
@@ -312,6 +313,8 @@ impl<'a> Scheduler<'a> {
             fair_wait_us: c[stat_idx_STAT_FAIR_WAIT_NS as usize] / US,
             fair_waits_over_1ms: c[stat_idx_STAT_FAIR_WAIT_OVER_1MS as usize],
             fair_preempted: c[stat_idx_STAT_FAIR_PREEMPTED as usize],
+            fair_charged_ms: charged_ns / MS,
+            fair_forgiven_ms: forgiven_ns / MS,
             user_lag_max_us: self.user_lag_max_ns / US,
             fair_tasks: self.policy.nr_tasks() as u64,
             probed_libraries: probes.libraries,

@@ -88,6 +88,12 @@ pub struct Metrics {
     pub fair_waits_over_1ms: u64,
     #[stat(desc = "Fair-path tasks preempted mid-slice, put back in line by BPF")]
     pub fair_preempted: u64,
+    #[stat(desc = "CPU time the fair policy charged to tasks' virtual runtime (ms)")]
+    pub fair_charged_ms: u64,
+    #[stat(
+        desc = "Of it, CPU time forgiven at the debt ceiling: used away from the fair path's order (ms)"
+    )]
+    pub fair_forgiven_ms: u64,
     #[stat(
         desc = "Longest wait of a task for the userspace scheduler to read it, last second (us)"
     )]
@@ -154,13 +160,16 @@ impl Metrics {
         let wakeups = self.fair_wakeups.max(1) as f64;
         writeln!(
             w,
-            "[fair] wakeups {} | decide avg {:.0}us | wait avg {:.0}us >1ms {} | preempted {} | user lag max {}us",
+            "[fair] wakeups {} | decide avg {:.0}us | wait avg {:.0}us >1ms {} | preempted {} | user lag max {}us \
+             | charged {}ms forgiven {}ms",
             self.fair_wakeups,
             self.fair_decide_us as f64 / wakeups,
             self.fair_wait_us as f64 / wakeups,
             self.fair_waits_over_1ms,
             self.fair_preempted,
             self.user_lag_max_us,
+            self.fair_charged_ms,
+            self.fair_forgiven_ms,
         )?;
         for (name, c) in &self.classes {
             writeln!(
@@ -232,6 +241,8 @@ impl Metrics {
                 .fair_waits_over_1ms
                 .wrapping_sub(prev.fair_waits_over_1ms),
             fair_preempted: self.fair_preempted.wrapping_sub(prev.fair_preempted),
+            fair_charged_ms: self.fair_charged_ms.wrapping_sub(prev.fair_charged_ms),
+            fair_forgiven_ms: self.fair_forgiven_ms.wrapping_sub(prev.fair_forgiven_ms),
             user_lag_max_us: self.user_lag_max_us,
             fair_tasks: self.fair_tasks,
             probed_libraries: self.probed_libraries,
@@ -254,7 +265,7 @@ pub fn openmetrics_text(m: &Metrics) -> String {
             let _ = writeln!(out, "scx_express_{name}_total{labels} {v}");
         }
     };
-    let totals: [(&str, &str, u64); 12] = [
+    let totals: [(&str, &str, u64); 14] = [
         (
             "user_queued",
             "Tasks handed to the userspace scheduler",
@@ -301,6 +312,16 @@ pub fn openmetrics_text(m: &Metrics) -> String {
             "fair_preempted",
             "Fair-path tasks preempted mid-slice, put back in line by BPF",
             m.fair_preempted,
+        ),
+        (
+            "fair_charged_ms",
+            "CPU time the fair policy charged to virtual runtime, milliseconds",
+            m.fair_charged_ms,
+        ),
+        (
+            "fair_forgiven_ms",
+            "Of it, CPU time forgiven at the debt ceiling, milliseconds",
+            m.fair_forgiven_ms,
         ),
         (
             "launch_windows",
