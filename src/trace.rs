@@ -526,25 +526,25 @@ pub fn run(args: &TraceArgs, cfg: &Config, shutdown: &AtomicBool, verbose: bool)
                 names.insert(n, report::comm_str(&c));
             }
         }
-        for n in 0..bpf_intf::trace_consts_TRACE_MAX_IRQS {
-            let (count, ns) = sum_percpu_totals(&skel.maps.hardirq_totals, n);
+        let hard = (0..bpf_intf::trace_consts_TRACE_MAX_IRQS).map(|n| {
+            let name = names.get(&n).cloned().unwrap_or_default();
+            ("hardirq", n, name, &skel.maps.hardirq_totals)
+        });
+        let soft = (0..bpf_intf::trace_consts_TRACE_MAX_SOFTIRQS).map(|v| {
+            (
+                "softirq",
+                v,
+                report::softirq_name(v as u64),
+                &skel.maps.softirq_totals,
+            )
+        });
+        for (kind, number, name, map) in hard.chain(soft) {
+            let (count, ns) = sum_percpu_totals(map, number);
             if count > 0 {
                 irqs.push(IrqRow {
-                    kind: "hardirq".into(),
-                    number: n as u64,
-                    name: names.get(&n).cloned().unwrap_or_default(),
-                    count,
-                    ms: ns as f64 / 1e6,
-                });
-            }
-        }
-        for v in 0..bpf_intf::trace_consts_TRACE_MAX_SOFTIRQS {
-            let (count, ns) = sum_percpu_totals(&skel.maps.softirq_totals, v);
-            if count > 0 {
-                irqs.push(IrqRow {
-                    kind: "softirq".into(),
-                    number: v as u64,
-                    name: report::softirq_name(v as u64),
+                    kind: kind.into(),
+                    number: number as u64,
+                    name,
                     count,
                     ms: ns as f64 / 1e6,
                 });

@@ -84,14 +84,30 @@ static __always_inline void claim_process(u32 class, u32 source, u64 now)
 	claim(ci, class, source, now);
 }
 
+/* The calling thread's class record, created on first use. */
+static __always_inline struct task_class_info *current_class_info(void)
+{
+	return bpf_task_storage_get(&task_class, bpf_get_current_task_btf(), 0,
+				    BPF_LOCAL_STORAGE_GET_F_CREATE);
+}
+
+/*
+ * The calling thread claims @class from @source, and so does its process
+ * when the class is configured process-wide.
+ */
+static __always_inline void claim_current(struct task_class_info *ci, u32 class,
+					  u32 source, u64 now)
+{
+	claim(ci, class, source, now);
+	if (class < NR_CLASSES && class_scope_process[class])
+		claim_process(class, source, now);
+}
+
 /* The calling thread made a CUDA call at @now: it is a GPU launcher. */
 static __always_inline void note_cuda_call(bool launch, u64 now)
 {
-	struct task_struct *cur = bpf_get_current_task_btf();
-	struct task_class_info *ci;
+	struct task_class_info *ci = current_class_info();
 
-	ci = bpf_task_storage_get(&task_class, cur, 0,
-				  BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!ci)
 		return;
 	if (launch)
@@ -99,24 +115,16 @@ static __always_inline void note_cuda_call(bool launch, u64 now)
 	else
 		ci->syncs++;
 	ci->last_gpu_ns = now;
-	claim(ci, CLASS_GPU, SRC_PROBE, now);
-	if (class_scope_process[CLASS_GPU])
-		claim_process(CLASS_GPU, SRC_PROBE, now);
+	claim_current(ci, CLASS_GPU, SRC_PROBE, now);
 }
 
 /* The calling thread called a marker of @class at @now. */
 static __always_inline void note_marker(u32 class, u64 now)
 {
-	struct task_struct *cur = bpf_get_current_task_btf();
-	struct task_class_info *ci;
+	struct task_class_info *ci = current_class_info();
 
-	ci = bpf_task_storage_get(&task_class, cur, 0,
-				  BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!ci)
-		return;
-	claim(ci, class, SRC_MARKER, now);
-	if (class < NR_CLASSES && class_scope_process[class])
-		claim_process(class, SRC_MARKER, now);
+	if (ci)
+		claim_current(ci, class, SRC_MARKER, now);
 }
 
 #endif /* __EXPRESS_CLASSIFY_BPF_H */
