@@ -44,8 +44,22 @@ healthy() {
         fail_with_logs "$1: the kernel reported a stall or a sched_ext error"
     fi
 }
-# thread_cputime TID: CPU ticks of one thread (its /proc/TID/stat).
+# thread_cputime TID: CPU ticks of one thread (its /proc/TID/stat), -1 if gone.
 thread_cputime() { task_cputime "$1" || echo -1; }
+# alive PID: the process exists and has not exited (a zombie has).
+alive() {
+    _st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    _st=${_st##*") "}
+    [ "${_st%% *}" != Z ]
+}
+# progressed WHEN WHAT BEFORE AFTER PID: the thread's CPU time grew, or its
+# stand-in (PID) has finished its run: under slow TCG that can happen before
+# stress-ng's last check; how it ended and what it did are checked at the end.
+progressed() {
+    [ "$4" -gt "$3" ] && return 0
+    alive "$5" || return 0
+    fail_with_logs "$1: the $2 made no progress since the last check"
+}
 
 cat >/tmp/soak.toml <<'TOML'
 [[classify.rules]]
@@ -88,8 +102,8 @@ while kill -0 "$stress" 2>/dev/null; do
     g1=$(thread_cputime "$atid")
     log "t=${t}s: launcher +$((l1 - l0)) ticks, agent loop +$((g1 - g0)) ticks"
     healthy "t=${t}s"
-    [ "$l1" -gt "$l0" ] || fail_with_logs "t=${t}s: the decode launcher made no progress since the last check"
-    [ "$g1" -gt "$g0" ] || fail_with_logs "t=${t}s: the agent loop made no progress since the last check"
+    progressed "t=${t}s" "decode launcher" "$l0" "$l1" "$dec"
+    progressed "t=${t}s" "agent loop" "$g0" "$g1" "$agt"
     l0=$l1 g0=$g1
     [ "$t" -le $((SOAK_SECS + 120)) ] || fail_with_logs "stress-ng still runs ${t}s after a ${SOAK_SECS}s timeout"
 done
