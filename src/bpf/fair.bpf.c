@@ -186,13 +186,6 @@ __hidden bool fair_enqueue_user(struct task_struct *p, u64 enq_flags)
 	return true;
 }
 
-/*
- * A fair task preempted before its slice ended (by an express wakeup or an
- * earlier deadline) goes back in line by BPF, with its deadline and the
- * rest of its slice: userspace's decision still holds, and the round trip
- * would cost the CPU that preempted it a userspace wakeup (an irq_work)
- * right when its new task starts. Userspace sees the run at the next one.
- */
 /* @p starts a run (or a kept slice) of @slice_ns: what the requeue measures. */
 static void note_fair_run(struct task_struct *p, struct task_ctx *tctx, u64 slice_ns)
 {
@@ -200,6 +193,13 @@ static void note_fair_run(struct task_struct *p, struct task_ctx *tctx, u64 slic
 	tctx->fair_run_exec_ns = p->se.sum_exec_runtime;
 }
 
+/*
+ * A fair task preempted before its slice ended (by an express wakeup or an
+ * earlier deadline) goes back in line by BPF, with its deadline and the
+ * rest of its slice: userspace's decision still holds, and the round trip
+ * would cost the CPU that preempted it a userspace wakeup (an irq_work)
+ * right when its new task starts. Userspace sees the run at the next one.
+ */
 __hidden bool fair_requeue_if_preempted(struct task_struct *p, u64 enq_flags)
 {
 	struct task_ctx *tctx;
