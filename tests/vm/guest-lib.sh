@@ -92,14 +92,19 @@ dmesg_has() {
     dmesg | grep -qE -- "$1"
 }
 
-# task_cputime PID: utime+stime of a task in clock ticks ($VMTEST_CLK_TCK,
-# 100 per second). Fields 14 and 15 of /proc/PID/stat; comm (field 2) may
-# hold spaces and parentheses, so parse after its last ')'.
-task_cputime() {
+# task_stat PID: the fields of /proc/PID/stat from field 3 (state) on.
+# comm (field 2) may hold spaces and parentheses, so cut after its last ')'.
+task_stat() {
     _stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-    # After "pid (comm) " the fields start at 3 (state): 14 and 15 are the
-    # 12th and 13th.
-    echo "${_stat##*") "}" | awk '{ print $12 + $13 }'
+    echo "${_stat##*") "}"
+}
+
+# task_cputime PID: utime+stime of a task in clock ticks ($VMTEST_CLK_TCK,
+# 100 per second): fields 14 and 15 of /proc/PID/stat, the 12th and 13th
+# that task_stat prints.
+task_cputime() {
+    _fields=$(task_stat "$1") || return 1
+    echo "$_fields" | awk '{ print $12 + $13 }'
 }
 
 # export_file PATH [NAME]: send a guest file to the host through the console.

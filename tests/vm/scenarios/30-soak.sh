@@ -26,7 +26,13 @@ INTERVAL=10
 
 fail_with_logs() {
     scx_express ps 2>&1 | head -n 20
-    tail -n 30 /tmp/scx.log
+    # An ejection's debug dump (runnable tasks, their DSQs and deadlines)
+    # says who starved; without one, the log's end.
+    if grep -q 'DEBUG DUMP' /tmp/scx.log; then
+        sed -n '/DEBUG DUMP/,$p' /tmp/scx.log | head -n 300
+    else
+        tail -n 30 /tmp/scx.log
+    fi
     dmesg | grep -E 'sched_ext|stall|oom|Out of memory' | tail -n 20
     fail "$@"
 }
@@ -48,8 +54,7 @@ healthy() {
 thread_cputime() { task_cputime "$1" || echo -1; }
 # alive PID: the process exists and has not exited (a zombie has).
 alive() {
-    _st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-    _st=${_st##*") "}
+    _st=$(task_stat "$1") || return 1
     [ "${_st%% *}" != Z ]
 }
 # progressed WHEN WHAT BEFORE AFTER PID: the thread's CPU time grew, or its
