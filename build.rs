@@ -1,5 +1,5 @@
 // Compiles the BPF side and generates the Rust bindings:
-//  - the scheduler: src/bpf/*.bpf.c linked into one object, its skeleton
+//  - the scheduler: src/bpf/*.bpf.c (but trace.bpf.c) linked into one object, its skeleton
 //    (bpf_skel.rs) and the bindings of src/bpf/intf.h (bpf_intf.rs);
 //  - the tracer of `scx_express trace`: src/bpf/trace.bpf.c alone, with no
 //    sched_ext in it, so it loads on kernels without sched_ext
@@ -16,6 +16,7 @@ fn main() {
         .add_source("src/bpf/cpu_quality.bpf.c")
         .add_source("src/bpf/placement.bpf.c")
         .add_source("src/bpf/fair.bpf.c")
+        .add_source("src/bpf/usersched.bpf.c")
         .compile_link_gen()
         .expect("BPF build failed");
     build_trace_skel();

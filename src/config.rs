@@ -89,6 +89,7 @@ pub struct Rule {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FairConfig {
+    pub mode: FairMode,
     pub slice_max_us: u64,
     pub slice_min_us: u64,
     pub target_latency_us: u64,
@@ -96,6 +97,25 @@ pub struct FairConfig {
     pub wakeup_preempt: bool,
     pub requeue_preempted: bool,
     pub rescue_ms: u64,
+}
+
+/// Where the fair path's decisions are made (`fair.mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FairMode {
+    /// In BPF, on the enqueue path (src/bpf/fair.bpf.c).
+    Bpf,
+    /// By the userspace scheduler (src/fair.rs), through ring buffers.
+    Userspace,
+}
+
+impl FairMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FairMode::Bpf => "bpf",
+            FairMode::Userspace => "userspace",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -197,6 +217,7 @@ impl Default for ClassifyConfig {
 impl Default for FairConfig {
     fn default() -> Self {
         Self {
+            mode: FairMode::Bpf,
             slice_max_us: 5000,
             slice_min_us: 500,
             target_latency_us: 20000,

@@ -286,7 +286,12 @@ pub enum Discovery {
 ///
 /// Every pass reads the maps of processes it has not seen yet, so a new CUDA
 /// process is found within one interval. Every `full_every` passes it reads
-/// all of them, to catch libraries loaded later with dlopen() and marks.
+/// again those whose mapped size (/proc/PID/statm) changed since, which a
+/// library loaded later with dlopen() does, and those that map a marker
+/// library (their registry of marks). Reading maps takes the process's
+/// mmap lock and costs tens of microseconds each under emulation; a size
+/// costs a fraction of that and no lock, so a host with hundreds of
+/// processes is not scanned in full every few seconds.
 pub struct LibraryScanner {
     spec: ProbeSpec,
     seen: HashSet<(u64, u64)>,
@@ -301,6 +306,10 @@ pub struct LibraryScanner {
     known_pids: HashSet<u32>,
     /// Processes without mappings (kernel threads): never worth a rescan.
     no_maps: HashSet<u32>,
+    /// Mapped size (pages) of each process when its maps were last read.
+    sizes: HashMap<u32, u64>,
+    /// Processes mapping a marker library: re-read on every full pass.
+    marker_pids: HashSet<u32>,
     pass: u64,
     full_every: u64,
 }
@@ -316,6 +325,8 @@ impl LibraryScanner {
             registries: HashMap::new(),
             known_pids: HashSet::new(),
             no_maps: HashSet::new(),
+            sizes: HashMap::new(),
+            marker_pids: HashSet::new(),
             pass: 0,
             full_every: full_every.max(1),
         }
@@ -336,12 +347,22 @@ impl LibraryScanner {
                 continue;
             };
             alive.insert(pid);
-            if self.no_maps.contains(&pid) || (!full && self.known_pids.contains(&pid)) {
+            let known = self.known_pids.contains(&pid);
+            if self.no_maps.contains(&pid) || (!full && known) {
                 continue;
+            }
+            let size = mapped_size(&entry.path());
+            if known && !self.marker_pids.contains(&pid) && size.is_some() {
+                if self.sizes.get(&pid) == size.as_ref() {
+                    continue;
+                }
             }
             let Ok(maps) = std::fs::read_to_string(entry.path().join("maps")) else {
                 continue;
             };
+            if let Some(size) = size {
+                self.sizes.insert(pid, size);
+            }
             if maps.is_empty() {
                 self.no_maps.insert(pid);
                 continue;
@@ -373,6 +394,8 @@ impl LibraryScanner {
         }
         self.no_maps.retain(|p| alive.contains(p));
         self.launch_pids.retain(|p| alive.contains(p));
+        self.sizes.retain(|p, _| alive.contains(p));
+        self.marker_pids.retain(|p| alive.contains(p));
         self.known_pids = alive;
         out
     }
@@ -429,6 +452,7 @@ impl LibraryScanner {
         {
             return;
         }
+        self.marker_pids.insert(pid);
         let rel = *self
             .registries
             .entry(key)
@@ -439,6 +463,12 @@ impl LibraryScanner {
             Err(e) => debug!("mark registry of pid {pid}: {e:#}"),
         }
     }
+}
+
+/// A process's mapped size in pages (the first field of /proc/PID/statm).
+fn mapped_size(proc_dir: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(proc_dir.join("statm")).ok()?;
+    text.split_whitespace().next()?.parse().ok()
 }
 
 /// Attaches one probe point; the link detaches it when dropped.
@@ -990,6 +1020,45 @@ mod tests {
         add_process(102);
         let mut full = LibraryScanner { pass: 0, ..scanner };
         assert_eq!(full.scan(&root).new_processes, vec![102]);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn full_passes_reread_only_processes_whose_size_changed() {
+        let libc = host_libc();
+        let cfg = crate::config::ClassifyConfig {
+            libraries: vec!["libc.so*".into()],
+            launch_symbols: vec!["malloc".into()],
+            sync_symbols: vec![],
+            markers: vec![],
+            ..Default::default()
+        };
+        let root = std::env::temp_dir().join(format!("express-size-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let dir = root.join("200");
+        std::fs::create_dir_all(dir.join("root/lib")).unwrap();
+        std::os::unix::fs::symlink(libc, dir.join("root/lib/libc.so.6")).unwrap();
+        std::fs::write(dir.join("statm"), "100 10 5 1 0 20 0\n").unwrap();
+        std::fs::write(
+            dir.join("maps"),
+            "7f00-7f10 r-xp 00000000 08:01 1 /bin/sh\n",
+        )
+        .unwrap();
+        // full_every 1: every pass is a full one.
+        let mut scanner = LibraryScanner::new(ProbeSpec::from_config(&cfg).unwrap(), 1);
+        assert!(scanner.scan(&root).libraries.is_empty());
+
+        // The library appears, but the size stays: not read again.
+        std::fs::write(
+            dir.join("maps"),
+            "7f00-7f10 r-xp 00000000 08:01 1 /lib/libc.so.6\n",
+        )
+        .unwrap();
+        assert!(scanner.scan(&root).libraries.is_empty());
+
+        // A dlopen() grows the mapping: the next full pass finds it.
+        std::fs::write(dir.join("statm"), "140 10 5 1 0 20 0\n").unwrap();
+        assert_eq!(scanner.scan(&root).libraries.len(), 1);
         std::fs::remove_dir_all(&root).unwrap();
     }
 

@@ -20,7 +20,7 @@ use scx_utils::Topology;
 use crate::bpf_intf;
 use crate::bpf_skel::{BpfSkel, BpfSkelBuilder};
 use crate::classify::{self, Pins};
-use crate::config::{Config, ConfigSource, Scope};
+use crate::config::{Config, ConfigSource, FairMode, Scope};
 use crate::fair::{Decision, FairParams, FairPolicy, Runnable};
 use crate::preflight;
 use crate::probes::{Attacher, ProbeKind, ProbeManager, ProbePoint, ProbeThread};
@@ -48,6 +48,8 @@ pub fn fair_params(cfg: &Config) -> FairParams {
 /// Used before load and on every accepted reload.
 pub fn apply_knobs(k: &mut crate::bpf_skel::types::data_knobs, cfg: &Config, topo: &Topology) {
     k.slice_max_ns = cfg.fair.slice_max_us * US;
+    k.slice_min_ns = cfg.fair.slice_min_us * US;
+    k.target_latency_ns = cfg.fair.target_latency_us * US;
     k.rescue_ns = cfg.fair.rescue_ms * MS;
     k.direct_idle = cfg.fair.direct_idle;
     k.fair_wakeup_preempt = cfg.fair.wakeup_preempt;
@@ -177,6 +179,7 @@ impl<'a> Scheduler<'a> {
             .as_mut()
             .context("BPF object has no rodata")?;
         rodata.usersched_tgid = std::process::id();
+        rodata.fair_user_mode = cfg.fair.mode == FairMode::Userspace;
         for (&id, cpu) in &topo.all_cpus {
             if id < rodata.cpu_llc.len() {
                 rodata.cpu_llc[id] = cpu.llc_id as u32;
@@ -219,7 +222,10 @@ impl<'a> Scheduler<'a> {
 
         let struct_ops =
             Some(scx_ops_attach!(skel, express_ops).map_err(preflight::explain_load_error)?);
-        info!("scx_express attached (ops express)");
+        info!(
+            "scx_express attached (ops express, fair.mode {})",
+            cfg.fair.mode.as_str()
+        );
 
         Ok(Self {
             skel,
@@ -298,7 +304,11 @@ impl<'a> Scheduler<'a> {
                 },
             );
         }
-        let (charged_ns, forgiven_ns) = self.policy.charged_and_forgiven_ns();
+        let (charged_ns, forgiven_ns) = match self.cfg.fair.mode {
+            FairMode::Userspace => self.policy.charged_and_forgiven_ns(),
+            // The BPF policy forgives nothing: it has no debt ceiling.
+            FairMode::Bpf => (c[stat_idx_STAT_FAIR_CHARGED_NS as usize], 0),
+        };
         Ok(Metrics {
             user_queued: c[stat_idx_STAT_USER_QUEUED as usize],
             user_dispatched: c[stat_idx_STAT_USER_DISPATCHED as usize],
@@ -313,6 +323,7 @@ impl<'a> Scheduler<'a> {
             fair_wait_us: c[stat_idx_STAT_FAIR_WAIT_NS as usize] / US,
             fair_waits_over_1ms: c[stat_idx_STAT_FAIR_WAIT_OVER_1MS as usize],
             fair_preempted: c[stat_idx_STAT_FAIR_PREEMPTED as usize],
+            fair_queued: c[stat_idx_STAT_FAIR_QUEUED as usize],
             fair_charged_ms: charged_ns / MS,
             fair_forgiven_ms: forgiven_ns / MS,
             user_lag_max_us: self.user_lag_max_ns / US,
@@ -379,13 +390,21 @@ impl<'a> Scheduler<'a> {
     /// Reloads the config from `source`. A config that fails to load or
     /// validate is rejected with its reason, and the running one stays.
     fn reload(&mut self, source: &ConfigSource) {
-        let new = match source.load() {
+        let mut new = match source.load() {
             Ok(c) => c,
             Err(e) => {
                 error!("reload rejected, keeping the running config: {e}");
                 return;
             }
         };
+        if new.fair.mode != self.cfg.fair.mode {
+            warn!(
+                "reload: fair.mode \"{}\" takes effect at the next start; staying in \"{}\" mode",
+                new.fair.mode.as_str(),
+                self.cfg.fair.mode.as_str()
+            );
+            new.fair.mode = self.cfg.fair.mode;
+        }
         if new == self.cfg {
             info!("reload: {} has not changed", source);
             return;
@@ -427,56 +446,18 @@ impl<'a> Scheduler<'a> {
         metrics: &SharedMetrics,
         metrics_file: Option<&std::path::Path>,
     ) -> Result<UserExitInfo> {
-        let pending: Rc<RefCell<Vec<bpf_intf::queued_task>>> = Rc::default();
-        let sink = pending.clone();
-        let mut rb = RingBufferBuilder::new();
-        rb.add(&self.skel.maps.queued, move |data: &[u8]| {
-            if data.len() >= size_of::<bpf_intf::queued_task>() {
-                // SAFETY: the BPF side writes a struct queued_task.
-                let msg = unsafe {
-                    std::ptr::read_unaligned(data.as_ptr() as *const bpf_intf::queued_task)
-                };
-                sink.borrow_mut().push(msg);
-            }
-            0
-        })?;
-        let queued = rb.build()?;
-        let dispatched = UserRingBuffer::new(&self.skel.maps.dispatched)?;
-
+        // Userspace mode serves the fair path from here; in BPF mode this
+        // thread only reloads and refreshes the stats.
+        let mut user_fair = match self.cfg.fair.mode {
+            FairMode::Userspace => Some(UserFair::new(&self.skel)?),
+            FairMode::Bpf => None,
+        };
         let mut last_housekeeping = Instant::now();
-        let mut full_warned = false;
         let mut metrics_file_ok = true;
-        let mut batch = Vec::new();
         while !shutdown.load(Ordering::Relaxed) && !uei_exited!(&self.skel, uei) {
-            if let Err(e) = queued.poll(POLL_TIMEOUT) {
-                if e.kind() != libbpf_rs::ErrorKind::Interrupted {
-                    return Err(e).context("polling the queued ring buffer");
-                }
-            }
-            std::mem::swap(&mut batch, &mut *pending.borrow_mut());
-
-            let vtime_now = self.read_bss(|b| &b.vtime_now);
-            let nr_waiting = self.read_bss(|b| &b.nr_queued_shared) + batch.len() as u64;
-            let now = classify::monotonic_ns();
-            let mut sent = 0;
-            for msg in batch.drain(..) {
-                self.user_lag_max_ns = self.user_lag_max_ns.max(now.saturating_sub(msg.enq_ns));
-                let d = self
-                    .policy
-                    .decide(&runnable(&msg), vtime_now, nr_waiting, now);
-                match send_decision(&dispatched, &msg, &d) {
-                    Ok(()) => sent += 1,
-                    Err(e) => {
-                        // BPF rescues the task after rescue_ms; say so once.
-                        if !full_warned {
-                            warn!("dispatch ring full ({e}); BPF will rescue queued tasks");
-                            full_warned = true;
-                        }
-                    }
-                }
-            }
-            if sent > 0 {
-                self.add_user_submitted(sent);
+            match user_fair.as_mut() {
+                Some(uf) => self.serve_fair(uf)?,
+                None => std::thread::sleep(POLL_TIMEOUT),
             }
             // A reload also refreshes the stats at once, so that readers see
             // counters of the new config, not a snapshot from before it.
@@ -487,7 +468,7 @@ impl<'a> Scheduler<'a> {
 
             if reloaded || last_housekeeping.elapsed() >= HOUSEKEEPING {
                 last_housekeeping = Instant::now();
-                let dropped = self.policy.prune(now, FORGET_AFTER_NS);
+                let dropped = self.policy.prune(classify::monotonic_ns(), FORGET_AFTER_NS);
                 if dropped > 0 {
                     debug!("forgot {dropped} idle tasks");
                 }
@@ -513,6 +494,77 @@ impl<'a> Scheduler<'a> {
         self.struct_ops.take();
         info!("scx_express detached");
         uei_report!(&self.skel, uei)
+    }
+
+    /// Userspace mode: waits up to POLL_TIMEOUT for queued tasks, decides
+    /// each one and sends the decisions back.
+    fn serve_fair(&mut self, uf: &mut UserFair) -> Result<()> {
+        if let Err(e) = uf.queued.poll(POLL_TIMEOUT) {
+            if e.kind() != libbpf_rs::ErrorKind::Interrupted {
+                return Err(e).context("polling the queued ring buffer");
+            }
+        }
+        std::mem::swap(&mut uf.batch, &mut *uf.pending.borrow_mut());
+
+        let vtime_now = self.read_bss(|b| &b.vtime_now);
+        let nr_waiting = self.read_bss(|b| &b.nr_queued_shared) + uf.batch.len() as u64;
+        let now = classify::monotonic_ns();
+        let mut sent = 0;
+        for msg in uf.batch.drain(..) {
+            self.user_lag_max_ns = self.user_lag_max_ns.max(now.saturating_sub(msg.enq_ns));
+            let d = self
+                .policy
+                .decide(&runnable(&msg), vtime_now, nr_waiting, now);
+            match send_decision(&uf.dispatched, &msg, &d) {
+                Ok(()) => sent += 1,
+                Err(e) => {
+                    // BPF rescues the task after rescue_ms; say so once.
+                    if !uf.full_warned {
+                        warn!("dispatch ring full ({e}); BPF will rescue queued tasks");
+                        uf.full_warned = true;
+                    }
+                }
+            }
+        }
+        if sent > 0 {
+            self.add_user_submitted(sent);
+        }
+        Ok(())
+    }
+}
+
+/// The userspace mode's ends of the two ring buffers.
+struct UserFair {
+    queued: libbpf_rs::RingBuffer<'static>,
+    dispatched: UserRingBuffer,
+    /// Tasks read from `queued` by its callback, not decided yet.
+    pending: Rc<RefCell<Vec<bpf_intf::queued_task>>>,
+    batch: Vec<bpf_intf::queued_task>,
+    full_warned: bool,
+}
+
+impl UserFair {
+    fn new(skel: &BpfSkel<'_>) -> Result<Self> {
+        let pending: Rc<RefCell<Vec<bpf_intf::queued_task>>> = Rc::default();
+        let sink = pending.clone();
+        let mut rb = RingBufferBuilder::new();
+        rb.add(&skel.maps.queued, move |data: &[u8]| {
+            if data.len() >= size_of::<bpf_intf::queued_task>() {
+                // SAFETY: the BPF side writes a struct queued_task.
+                let msg = unsafe {
+                    std::ptr::read_unaligned(data.as_ptr() as *const bpf_intf::queued_task)
+                };
+                sink.borrow_mut().push(msg);
+            }
+            0
+        })?;
+        Ok(Self {
+            queued: rb.build()?,
+            dispatched: UserRingBuffer::new(&skel.maps.dispatched)?,
+            pending,
+            batch: Vec::new(),
+            full_warned: false,
+        })
     }
 }
 

@@ -78,7 +78,7 @@ pub struct Metrics {
     pub rescued: u64,
     #[stat(desc = "Fair-path wakeups that preempted a later-deadline task")]
     pub wakeup_preempt: u64,
-    #[stat(desc = "Fair-path wakeups decided by userspace that ran")]
+    #[stat(desc = "Fair-path wakeups queued (in userspace mode: decided by userspace) that ran")]
     pub fair_wakeups: u64,
     #[stat(desc = "Total time their decisions took, wakeup to dispatch (us)")]
     pub fair_decide_us: u64,
@@ -88,6 +88,8 @@ pub struct Metrics {
     pub fair_waits_over_1ms: u64,
     #[stat(desc = "Fair-path tasks preempted mid-slice, put back in line by BPF")]
     pub fair_preempted: u64,
+    #[stat(desc = "Tasks queued by the BPF fair policy (fair.mode = bpf)")]
+    pub fair_queued: u64,
     #[stat(desc = "CPU time the fair policy charged to tasks' virtual runtime (ms)")]
     pub fair_charged_ms: u64,
     #[stat(
@@ -143,8 +145,9 @@ impl Metrics {
     pub fn format<W: Write>(&self, w: &mut W) -> Result<()> {
         writeln!(
             w,
-            "[fair] user q/d {}/{} idle {} kthr {} self {} fallback {} rescued {} wpreempt {} tasks {} \
+            "[fair] queued {} user q/d {}/{} idle {} kthr {} self {} fallback {} rescued {} wpreempt {} tasks {} \
              | probes: libs {} windows {}",
+            self.fair_queued,
             self.user_queued,
             self.user_dispatched,
             self.direct_idle,
@@ -241,6 +244,7 @@ impl Metrics {
                 .fair_waits_over_1ms
                 .wrapping_sub(prev.fair_waits_over_1ms),
             fair_preempted: self.fair_preempted.wrapping_sub(prev.fair_preempted),
+            fair_queued: self.fair_queued.wrapping_sub(prev.fair_queued),
             fair_charged_ms: self.fair_charged_ms.wrapping_sub(prev.fair_charged_ms),
             fair_forgiven_ms: self.fair_forgiven_ms.wrapping_sub(prev.fair_forgiven_ms),
             user_lag_max_us: self.user_lag_max_us,
@@ -265,7 +269,7 @@ pub fn openmetrics_text(m: &Metrics) -> String {
             let _ = writeln!(out, "scx_express_{name}_total{labels} {v}");
         }
     };
-    let totals: [(&str, &str, u64); 14] = [
+    let totals: [(&str, &str, u64); 15] = [
         (
             "user_queued",
             "Tasks handed to the userspace scheduler",
@@ -290,7 +294,7 @@ pub fn openmetrics_text(m: &Metrics) -> String {
         ),
         (
             "fair_wakeups",
-            "Fair-path wakeups decided by userspace that ran",
+            "Fair-path wakeups queued that ran",
             m.fair_wakeups,
         ),
         (
@@ -312,6 +316,11 @@ pub fn openmetrics_text(m: &Metrics) -> String {
             "fair_preempted",
             "Fair-path tasks preempted mid-slice, put back in line by BPF",
             m.fair_preempted,
+        ),
+        (
+            "fair_queued",
+            "Tasks queued by the BPF fair policy",
+            m.fair_queued,
         ),
         (
             "fair_charged_ms",

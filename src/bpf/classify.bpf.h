@@ -34,6 +34,13 @@ struct {
 	__type(value, struct task_class_info);
 } proc_class SEC(".maps");
 
+/*
+ * Set once proc_class has an entry. Until then (no class with process
+ * scope has been claimed) a thread without a class of its own is normal
+ * without the hash lookup, which every wakeup of every task would pay.
+ */
+volatile u32 proc_class_used;
+
 /* The class an entry grants now: probe-derived classes lapse when idle. */
 static __always_inline u32 effective_class(const struct task_class_info *ci,
 					   u64 now)
@@ -53,6 +60,8 @@ static __always_inline u32 class_of(struct task_struct *p, u64 now)
 	if (ci && ci->source != SRC_NONE)
 		return effective_class(ci, now);
 
+	if (!proc_class_used)
+		return CLASS_NORMAL;
 	tgid = p->tgid;
 	ci = bpf_map_lookup_elem(&proc_class, &tgid);
 	return ci ? effective_class(ci, now) : CLASS_NORMAL;
@@ -79,6 +88,7 @@ static __always_inline void claim_process(u32 class, u32 source, u64 now)
 	if (!ci) {
 		claim(&fresh, class, source, now);
 		bpf_map_update_elem(&proc_class, &tgid, &fresh, BPF_NOEXIST);
+		proc_class_used = 1;
 		return;
 	}
 	claim(ci, class, source, now);

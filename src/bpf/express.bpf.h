@@ -21,11 +21,9 @@
  */
 #define KNOB SEC(".data.knobs") volatile
 
-extern const volatile u32 usersched_tgid;
+extern const volatile bool fair_user_mode;
 extern volatile u64 slice_max_ns;
-extern volatile u64 rescue_ns;
 extern volatile bool direct_idle;
-extern volatile bool fair_wakeup_preempt;
 extern volatile bool class_enabled[NR_CLASSES];
 extern volatile u64 class_burst_ns[NR_CLASSES];
 extern volatile u64 class_rate_ppm[NR_CLASSES];
@@ -63,15 +61,27 @@ void express_lane_running(struct task_ctx *tctx, struct cpu_ctx *cc);
 void express_lane_stopping(struct task_struct *p, bool runnable, struct task_ctx *tctx,
 			   struct cpu_ctx *cc);
 
-/* ---- Fair path through the userspace scheduler (fair.bpf.c) ---- */
+/* ---- Fair path: the policy, DSQs and pick (fair.bpf.c) ---- */
 s32 fair_init(void);
+void fair_note_wakeup(struct task_struct *p, u64 wake_flags);
+void fair_dispatch_idle(struct task_struct *p, u64 dsq_id, u64 enq_flags);
+void fair_enqueue(struct task_struct *p, u64 enq_flags);
+void fair_pick(s32 cpu, struct task_struct *prev);
+void fair_running(struct task_struct *p, struct task_ctx *tctx, struct cpu_ctx *cc);
+void fair_stopping(struct task_struct *p, struct task_ctx *tctx, struct cpu_ctx *cc);
+void note_fair_dispatch(struct task_struct *p, bool fair);
+void note_fair_run(struct task_struct *p, struct task_ctx *tctx, u64 slice_ns);
+u64 fair_dsq(const struct task_struct *p, s32 cpu);
+bool fair_kick_idle(const struct task_struct *p, u64 dsq);
+void fair_preempt_check(struct task_struct *p, s32 cpu, u64 dl, u32 idx);
+
+/* ---- Fair path through the userspace scheduler (usersched.bpf.c) ---- */
+extern volatile u64 vtime_now;
+s32 usersched_init(void);
 bool fair_enqueue_user(struct task_struct *p, u64 enq_flags);
 void fair_enqueue_fallback(struct task_struct *p, u64 enq_flags);
 bool fair_requeue_if_preempted(struct task_struct *p, u64 enq_flags);
-bool fair_drain(void);
-void fair_pick(s32 cpu, struct task_struct *prev);
-void fair_running(struct task_struct *p, struct task_ctx *tctx, struct cpu_ctx *cc);
-void fair_stopping(struct cpu_ctx *cc);
-void note_fair_dispatch(struct task_struct *p, bool fair);
+bool usersched_drain(void);
+void usersched_running(struct task_struct *p);
 
 #endif /* __EXPRESS_BPF_H */

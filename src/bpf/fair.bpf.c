@@ -1,259 +1,178 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Fair path: tasks scheduled by the userspace scheduler.
+ * Fair path: every task that is not in the express lane.
  *
- * ops.enqueue() sends a `struct queued_task` through the `queued` ring
- * buffer and records the task in an in-flight slot. Userspace answers with
- * a `struct dispatched_task` (CPU, slice, virtual deadline) through the
- * `dispatched` user ring buffer; ops.dispatch() drains it into the target
- * CPU's DSQ or the shared DSQ, both ordered by vtime, then moves the task
- * with the earliest deadline to the local DSQ.
+ * With fair.mode = "bpf" (the default) the whole policy runs here, on the
+ * wakeup and enqueue path; userspace is never on a task's way to a CPU.
+ * With fair.mode = "userspace", usersched.bpf.c hands each task to the
+ * userspace scheduler and inserts its decision; the DSQs, the pick and
+ * wakeup preemption below serve both modes.
  *
- * Watchdog safety: in-flight slots are retired in order. When the oldest
- * one has waited longer than rescue_ns, ops.dispatch() dispatches that task
- * itself and, for one second, enqueues new tasks without userspace. A timer
- * kicks an idle CPU so this happens even when every CPU is idle.
+ * 1. Virtual runtime and deadline
+ *
+ *    A task's vruntime advances by the CPU time it used on the fair path,
+ *    scaled by 100 / weight (p->scx.weight: 100 is nice 0, nice 5 about
+ *    33), charged when it stops or keeps its CPU for another slice. Express
+ *    runs are not charged: the token bucket pays for them. Its deadline is
+ *    vruntime + slice x 100 / weight, and the earliest deadline runs next:
+ *    a nice 0 task gets three times the CPU of a nice 5 one.
+ *
+ * 2. Clocks
+ *
+ *    Unpinned tasks count on the shared clock: the vruntime of the last
+ *    unpinned task started, never going back (the front of the runnable
+ *    tasks). The tasks pinned to one CPU count on that CPU's own clock, the
+ *    front of their group, and compete with the rest through an offset that
+ *    keeps that front within [shared - slice_max, shared + slice_max]. So a
+ *    CPU crowded with pinned tasks moves its clock slowly, and a task waking
+ *    there is placed against its own group, not against a faster clock it
+ *    would wait seconds to catch up with; a group that ran alone carries no
+ *    debt when shared tasks arrive, and a lone pinned sleeper gets the same
+ *    bounded credit as any other. The shift moves a whole group, so the
+ *    order inside it, and nice within it, is kept.
+ *
+ * 3. Sleepers
+ *
+ *    A waking task comes back at most one slice_max behind its clock's
+ *    front, as under EEVDF: sleeping buys a prompt wakeup, never a
+ *    monopoly. A task that stayed runnable keeps its exact position, or
+ *    weights would drift.
+ *
+ * 4. Placement
+ *
+ *    A wakeup goes straight to an idle CPU when the kernel's idle picker
+ *    finds one (the previous CPU, then its LLC, then any), dispatched there
+ *    at once. Otherwise it joins its DSQ (the CPU's own for a pinned task,
+ *    the shared one for the rest, both ordered by deadline) and an idle CPU
+ *    that may run it is kicked. One shared DSQ: the hosts this serves have
+ *    one LLC per socket, and a shared queue balances load for free; with
+ *    tens of CPUs per LLC its lock is the first thing to split.
+ *
+ * 5. Wakeup preemption
+ *
+ *    A woken task whose deadline is earlier than that of the fair task
+ *    running on its CPU takes that CPU at once. Not on a synchronous
+ *    wakeup: the waker is about to sleep (a pipe or socket reply) and the
+ *    wakee gets the CPU then; preempting it would turn every message into
+ *    two context switches. Requeued tasks (slice used up) never preempt.
+ *
+ * 6. Slices
+ *
+ *    target_latency / queued tasks, within [slice_min, slice_max]: every
+ *    queued task should run once within about target_latency.
  */
 #include "express.bpf.h"
 
-/* Timer period: how often idle CPUs are woken to drain or rescue. */
-#define FAIR_TIMER_NS		(2 * NSEC_PER_MSEC)
-/* How long the fair path bypasses userspace after a rescue. */
-#define DEGRADED_NS		(1000 * NSEC_PER_MSEC)
-/* Slice a preempted task must have left to skip the userspace round trip. */
-#define FAIR_MIN_LEFT_NS	(100 * NSEC_PER_USEC)
-/* Set in an in-flight slot's seq once the slot is answered or rescued. */
-#define SLOT_DONE		(1ULL << 63)
+/*
+ * fair.mode: false = "bpf" (this file decides), true = "userspace"
+ * (usersched.bpf.c asks the userspace scheduler). Fixed at load.
+ */
+const volatile bool fair_user_mode;
 
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, QUEUED_RB_BYTES);
-} queued SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_USER_RINGBUF);
-	__uint(max_entries, DISPATCH_RB_BYTES);
-} dispatched SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, INFLIGHT_SLOTS);
-	__type(key, u32);
-	__type(value, struct inflight_slot);
-} inflight SEC(".maps");
-
-struct timer_wrap {
-	struct bpf_timer timer;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, u32);
-	__type(value, struct timer_wrap);
-} fair_timer SEC(".maps");
+/* Longest fair slice; also the sleeper credit. See configs/default.toml. */
+KNOB u64 slice_max_ns = 5 * NSEC_PER_MSEC;
 
 /*
- * Put preempted tasks back in line from BPF (fair_requeue_if_preempted()).
- * See configs/default.toml for why it is on by default.
+ * Shortest slice, and the period in which every queued task should run
+ * once. More queued tasks mean shorter slices, down to slice_min_ns.
  */
-KNOB bool fair_requeue_preempted = true;
+KNOB u64 slice_min_ns = 500 * NSEC_PER_USEC;
+KNOB u64 target_latency_ns = 20 * NSEC_PER_MSEC;
 
-/* In-flight sequence numbers: [tail + 1, head] are handed out. */
-volatile u64 inflight_head, inflight_tail;
+/* Place a waking fair task directly on an idle CPU found by the kernel's picker. */
+KNOB bool direct_idle = true;
+
+/* A woken fair task may preempt a later-deadline one (section 5). */
+KNOB bool fair_wakeup_preempt = true;
 
 /*
- * The fair path's virtual time: the front of the runnable tasks' deadlines
- * (the earlier of the task last started and the shared DSQ's head), never
- * going back. Userspace places waking and new tasks relative to it; see
- * fair_running().
+ * Virtual clocks (section 2): [cpu] is the front of the tasks pinned to
+ * that CPU, [SHARED_CLOCK] the front of all other tasks.
  */
-volatile u64 vtime_now;
+volatile u64 fair_clock[NR_FAIR_CLOCKS];
 
-/* Decisions userspace has submitted (written by userspace) and drained. */
-volatile u64 user_submitted, user_drained;
+/* Per CPU: what to add to its pinned group's times to compare them with the shared clock. */
+volatile s64 pinned_offset[MAX_CPUS];
 
-/* Until when enqueues bypass userspace after a rescue. */
-volatile u64 degraded_until_ns;
+/* ---- Clocks ---- */
 
-/* Tasks waiting in the shared DSQ, as last seen by ops.dispatch(). */
-volatile u64 nr_queued_shared;
-
-static struct inflight_slot *slot_of(u64 seq)
-{
-	u32 idx = (seq - 1) & (INFLIGHT_SLOTS - 1);
-
-	return bpf_map_lookup_elem(&inflight, &idx);
-}
-
-/*
- * Per-CPU state of the ops.dispatch() call in progress. It lives in a map,
- * not on the stack, so the verifier does not unroll the drain loop once
- * per possible count.
- */
-struct dispatch_state {
-	u32 budget;	/* decisions left to drain */
-	u32 inserted;	/* tasks inserted into DSQs so far */
-	u32 deferred;	/* the previous call returned early to be called again */
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, u32);
-	__type(value, struct dispatch_state);
-} dispatch_states SEC(".maps");
-
-static struct dispatch_state *dispatch_state_get(void)
-{
-	u32 key = 0;
-
-	return bpf_map_lookup_elem(&dispatch_states, &key);
-}
-
-/* The fair DSQ a task goes to: its CPU's DSQ if pinned or asked for, else shared. */
-static u64 fair_dsq(const struct task_struct *p, s32 cpu)
-{
-	if (p->nr_cpus_allowed == 1)
-		return scx_bpf_task_cpu(p);
-	if (cpu >= 0 && cpu < MAX_CPUS && bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
-		return cpu;
-	return SHARED_DSQ;
-}
-
-/* Wake an idle CPU that can run @p, so queued work does not wait for a tick. */
-static void kick_idle_for(const struct task_struct *p, u64 dsq)
+/* The clock a task's deadline counts on. */
+static u32 clock_of_task(const struct task_struct *p)
 {
 	s32 cpu;
 
-	if (dsq != SHARED_DSQ) {
-		scx_bpf_kick_cpu(dsq, SCX_KICK_IDLE);
-		return;
-	}
-	cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
-	if (cpu >= 0)
-		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+	if (fair_user_mode || p->nr_cpus_allowed != 1)
+		return SHARED_CLOCK;
+	cpu = scx_bpf_task_cpu(p);
+	return cpu >= 0 && cpu < MAX_CPUS ? cpu : SHARED_CLOCK;
 }
 
-__hidden bool fair_enqueue_user(struct task_struct *p, u64 enq_flags)
+/* The clock the deadlines of DSQ @dsq count on. */
+static u32 clock_of_dsq(u64 dsq)
 {
-	struct task_ctx *tctx;
-	struct queued_task *msg;
-	struct inflight_slot *slot;
-	u64 now = scx_bpf_now(), seq;
-	bool wakeup = enq_flags & SCX_ENQ_WAKEUP;
-
-	if (time_before(now, degraded_until_ns))
-		return false;
-	if (inflight_head - inflight_tail >= INFLIGHT_SLOTS - 1)
-		return false;
-
-	msg = bpf_ringbuf_reserve(&queued, sizeof(*msg), 0);
-	if (!msg)
-		return false;
-
-	seq = __sync_fetch_and_add(&inflight_head, 1) + 1;
-	slot = slot_of(seq);
-	if (!slot) {
-		bpf_ringbuf_discard(msg, 0);
-		return false;
-	}
-	WRITE_ONCE(slot->pid, p->pid);
-	WRITE_ONCE(slot->enq_ns, now);
-	WRITE_ONCE(slot->wakeup, wakeup);
-	WRITE_ONCE(slot->seq, seq);
-
-	msg->pid = p->pid;
-	msg->tgid = p->tgid;
-	msg->cpu = scx_bpf_task_cpu(p);
-	msg->slot = (seq - 1) & (INFLIGHT_SLOTS - 1);
-	msg->seq = seq;
-	msg->nr_cpus_allowed = p->nr_cpus_allowed;
-	msg->weight = p->scx.weight;
-	msg->sum_exec_runtime = p->se.sum_exec_runtime;
-	tctx = task_ctx_get(p);
-	msg->express_exec_ns = tctx ? tctx->express_exec_ns : 0;
-	msg->flags = wakeup ? QUEUED_WAKEUP : 0;
-	msg->enq_ns = bpf_ktime_get_ns();
-	if (tctx) {
-		/* Wakeup latency of the fair path, measured in fair_running(). */
-		tctx->fair_woken_ns = wakeup ? msg->enq_ns : 0;
-		tctx->fair_decided_ns = 0;
-	}
-	bpf_ringbuf_submit(msg, 0);
-
-	stat_inc(STAT_USER_QUEUED);
-	return true;
+	return fair_user_mode || dsq >= MAX_CPUS ? SHARED_CLOCK : (u32)dsq;
 }
 
-/* @p starts a run (or a kept slice) of @slice_ns: what the requeue measures. */
-static void note_fair_run(struct task_struct *p, struct task_ctx *tctx, u64 slice_ns)
+static u64 clock_read(u32 idx)
+{
+	/* Userspace's deadlines all count on its one virtual time. */
+	if (fair_user_mode)
+		return vtime_now;
+	if (idx >= NR_FAIR_CLOCKS)
+		return 0;
+	return fair_clock[idx];
+}
+
+/* Move clock @idx forward to @v; it never goes back. */
+static void clock_advance(u32 idx, u64 v)
+{
+	u64 old;
+
+	if (fair_user_mode || idx >= NR_FAIR_CLOCKS)
+		return;
+	old = fair_clock[idx];
+	/* A racing CPU that moved it first wins; either value is a fair front. */
+	if (time_before(old, v))
+		__sync_val_compare_and_swap(&fair_clock[idx], old, v);
+}
+
+/*
+ * The offset of CPU @cpu's pinned group, first moved (the least it can)
+ * so that the group's front lies within slice_max of the shared front.
+ */
+static s64 group_offset(u32 cpu)
+{
+	s64 front, shared, off, lo, hi;
+
+	if (cpu >= MAX_CPUS)
+		return 0;
+	front = fair_clock[cpu];
+	shared = fair_clock[SHARED_CLOCK];
+	off = pinned_offset[cpu];
+	lo = shared - (s64)slice_max_ns - front;
+	hi = shared + (s64)slice_max_ns - front;
+	if (off < lo || off > hi) {
+		off = off < lo ? lo : hi;
+		pinned_offset[cpu] = off;
+	}
+	return off;
+}
+
+/* Time @t of clock @idx on the shared clock, where all deadlines compare. */
+static u64 to_shared(u64 t, u32 idx)
+{
+	if (fair_user_mode || idx == SHARED_CLOCK)
+		return t;
+	return t + group_offset(idx);
+}
+
+/* ---- Per-task accounting ---- */
+
+/* @p starts a run (or a kept slice) of @slice_ns: what the next charge measures from. */
+__hidden void note_fair_run(struct task_struct *p, struct task_ctx *tctx, u64 slice_ns)
 {
 	tctx->fair_run_slice_ns = slice_ns;
 	tctx->fair_run_exec_ns = p->se.sum_exec_runtime;
-}
-
-/*
- * A fair task preempted before its slice ended (by an express wakeup or an
- * earlier deadline) goes back in line by BPF, with its deadline and the
- * rest of its slice: userspace's decision still holds, and the round trip
- * would cost the CPU that preempted it a userspace wakeup (an irq_work)
- * right when its new task starts. Userspace sees the run at the next one.
- */
-__hidden bool fair_requeue_if_preempted(struct task_struct *p, u64 enq_flags)
-{
-	struct task_ctx *tctx;
-	u64 used, left, dsq;
-
-	if (!fair_requeue_preempted || (enq_flags & SCX_ENQ_WAKEUP))
-		return false;
-	tctx = task_ctx_get(p);
-	if (!tctx || !tctx->fair_dispatched || !tctx->fair_run_slice_ns ||
-	    p->se.sum_exec_runtime < tctx->fair_run_exec_ns)
-		return false;
-	used = p->se.sum_exec_runtime - tctx->fair_run_exec_ns;
-	if (used + FAIR_MIN_LEFT_NS > tctx->fair_run_slice_ns)
-		return false;
-	left = tctx->fair_run_slice_ns - used;
-
-	dsq = fair_dsq(p, -1);
-	tctx->fair_run_slice_ns = 0;
-	scx_bpf_dsq_insert_vtime(p, dsq, left, p->scx.dsq_vtime, enq_flags);
-	stat_inc(STAT_FAIR_PREEMPTED);
-	kick_idle_for(p, dsq);
-	return true;
-}
-
-/*
- * Deadline of a task BPF places without userspace (fallback, rescue). One
- * that stayed runnable on the fair path moves on from its last deadline by
- * the CPU time it used since, scaled by its weight, as userspace would
- * charge it. Placing it at vtime_now like a woken task would split a CPU
- * evenly whatever the nice values for as long as userspace is bypassed (a
- * second after every rescue), and userspace's debt ceiling would then
- * forgive the difference.
- */
-static u64 bpf_only_vtime(struct task_struct *p, bool wakeup)
-{
-	struct task_ctx *tctx = task_ctx_get(p);
-	u64 used;
-
-	if (wakeup || !tctx || !tctx->fair_dispatched ||
-	    p->se.sum_exec_runtime < tctx->fair_run_exec_ns)
-		return vtime_now;
-	used = p->se.sum_exec_runtime - tctx->fair_run_exec_ns;
-	return p->scx.dsq_vtime + scale_by_task_weight_inverse(p, used);
-}
-
-__hidden void fair_enqueue_fallback(struct task_struct *p, u64 enq_flags)
-{
-	u64 dsq = fair_dsq(p, -1);
-	u64 vtime = bpf_only_vtime(p, enq_flags & SCX_ENQ_WAKEUP);
-
-	note_fair_dispatch(p, true);
-	scx_bpf_dsq_insert_vtime(p, dsq, slice_max_ns, vtime, enq_flags);
-	stat_inc(STAT_FALLBACK);
-	kick_idle_for(p, dsq);
 }
 
 /* Remember whether @p's next run was ordered by the fair path's vtime. */
@@ -268,216 +187,229 @@ __hidden void note_fair_dispatch(struct task_struct *p, bool fair)
 		tctx->fair_decided_ns = bpf_ktime_get_ns();
 }
 
-/*
- * Wakeup preemption: a woken task whose deadline is not later than that of
- * the fair task running on its CPU takes that CPU now, as under EEVDF.
- * Without it, a wakeup on a busy machine waits for a slice to end
- * somewhere (up to slice_max_us). Only the task's own CPU is checked: O(1)
- * per wakeup, and on a saturated machine one busy CPU is as good as another.
- * Requeued tasks (slice used up) never preempt, so CPU hogs cannot
- * ping-pong.
- */
-static void wakeup_preempt(struct task_struct *p, u64 dsq, u64 vtime)
+/* Charge @p's fair CPU time since its run started (or was last charged). */
+static void fair_charge(struct task_struct *p, struct task_ctx *tctx)
 {
-	s32 cpu = dsq != SHARED_DSQ ? (s32)dsq : scx_bpf_task_cpu(p);
-	struct cpu_ctx *cc;
-	u64 curr;
+	u64 exec = p->se.sum_exec_runtime, used;
 
-	if (!bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
+	if (exec <= tctx->fair_run_exec_ns)
+		return;
+	used = exec - tctx->fair_run_exec_ns;
+	tctx->fair_run_exec_ns = exec;
+	tctx->fair_vruntime += scale_by_task_weight_inverse(p, used);
+	stat_add(STAT_FAIR_CHARGED_NS, used);
+}
+
+/* Section 6: the slice of the next fair run. */
+static u64 fair_slice(void)
+{
+	u64 queued = scx_bpf_dsq_nr_queued(SHARED_DSQ) + 1;
+	u64 slice = target_latency_ns / queued;
+
+	if (slice < slice_min_ns)
+		slice = slice_min_ns;
+	if (slice > slice_max_ns)
+		slice = slice_max_ns;
+	return slice;
+}
+
+/*
+ * Sections 1-3: position @p on its clock for a run of @slice_ns and set
+ * its deadline. Returns the clock.
+ */
+static u32 fair_place(struct task_struct *p, struct task_ctx *tctx, bool wakeup, u64 slice_ns)
+{
+	u32 idx = clock_of_task(p);
+	u64 clock = clock_read(idx);
+
+	if (tctx->fair_clock != idx + 1) {
+		/* New to the fair path, or its affinity moved it to another clock. */
+		tctx->fair_vruntime = clock;
+		tctx->fair_clock = idx + 1;
+	} else if (wakeup && clock > slice_max_ns &&
+		   time_before(tctx->fair_vruntime, clock - slice_max_ns)) {
+		tctx->fair_vruntime = clock - slice_max_ns;
+	}
+	tctx->fair_deadline = tctx->fair_vruntime + scale_by_task_weight_inverse(p, slice_ns);
+	return idx;
+}
+
+/* ---- DSQs and CPUs ---- */
+
+/* The fair DSQ a task goes to: its CPU's DSQ if pinned or asked for, else shared. */
+__hidden u64 fair_dsq(const struct task_struct *p, s32 cpu)
+{
+	if (p->nr_cpus_allowed == 1)
+		return scx_bpf_task_cpu(p);
+	if (cpu >= 0 && cpu < MAX_CPUS && bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
+		return cpu;
+	return SHARED_DSQ;
+}
+
+/*
+ * Wake an idle CPU that can run @p, so queued work does not wait for a
+ * tick. Returns whether one was kicked.
+ */
+__hidden bool fair_kick_idle(const struct task_struct *p, u64 dsq)
+{
+	s32 cpu;
+
+	if (dsq != SHARED_DSQ) {
+		if (!scx_bpf_test_and_clear_cpu_idle(dsq))
+			return false;
+		scx_bpf_kick_cpu(dsq, SCX_KICK_IDLE);
+		return true;
+	}
+	cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
+	if (cpu < 0)
+		return false;
+	scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+	return true;
+}
+
+/*
+ * Section 5: @p, just queued with deadline @dl on clock @idx, takes @cpu
+ * if the fair task running there has a later deadline. Only that one CPU
+ * is looked at: O(1) per wakeup, and on a saturated machine one busy CPU
+ * is as good as another. Never an express task's CPU.
+ */
+__hidden void fair_preempt_check(struct task_struct *p, s32 cpu, u64 dl, u32 idx)
+{
+	struct cpu_ctx *cc;
+
+	if (!fair_wakeup_preempt || cpu < 0 || !bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
 		return;
 	cc = cpu_ctx_of(cpu);
-	if (!cc)
-		return;
-	curr = READ_ONCE(cc->curr_fair_deadline);
-	if (!curr || time_after(vtime, curr))
+	if (!cc || !cc->curr_fair || time_after(to_shared(dl, idx), cc->curr_fair_deadline))
 		return;
 	scx_bpf_kick_cpu(cpu, SCX_KICK_PREEMPT);
 	stat_inc(STAT_FAIR_PREEMPT);
 }
 
-/* Insert @p where userspace (or the rescue path) decided. */
-static void fair_insert(struct task_struct *p, s32 cpu, u64 slice_ns, u64 vtime,
-			bool wakeup)
+/* ---- The BPF policy's entry points (fair.mode = "bpf") ---- */
+
+/* ops.select_cpu() saw @p's wakeup: remember whether it was synchronous. */
+__hidden void fair_note_wakeup(struct task_struct *p, u64 wake_flags)
 {
-	struct dispatch_state *ds;
-	u64 dsq = fair_dsq(p, cpu);
+	struct task_ctx *tctx = task_ctx_get(p);
 
-	note_fair_dispatch(p, true);
-	if (!slice_ns || slice_ns > slice_max_ns)
-		slice_ns = slice_max_ns;
-	scx_bpf_dsq_insert_vtime(p, dsq, slice_ns, vtime, 0);
-	ds = dispatch_state_get();
-	if (ds)
-		ds->inserted++;
-	kick_idle_for(p, dsq);
-	if (wakeup && fair_wakeup_preempt)
-		wakeup_preempt(p, dsq, vtime);
-}
-
-/* Claim a slot for dispatch: true for exactly one of userspace and rescue. */
-static bool slot_claim(struct inflight_slot *slot, u64 seq)
-{
-	return __sync_bool_compare_and_swap(&slot->seq, seq, seq | SLOT_DONE);
-}
-
-static long drain_one(struct bpf_dynptr *dynptr, void *data)
-{
-	struct dispatch_state *ds = dispatch_state_get();
-	struct dispatched_task msg;
-	struct inflight_slot *slot;
-	struct task_struct *p;
-
-	if (bpf_dynptr_read(&msg, sizeof(msg), dynptr, 0, 0))
-		return 1;
-	__sync_fetch_and_add(&user_drained, 1);
-	stat_inc(STAT_USER_DISPATCHED);
-
-	/* A slot already rescued means the task was dispatched by BPF. */
-	slot = slot_of(msg.seq);
-	if (!slot || !slot_claim(slot, msg.seq))
-		goto next;
-
-	p = bpf_task_from_pid(msg.pid);
-	if (p) {
-		fair_insert(p, msg.cpu, msg.slice_ns, msg.vtime, READ_ONCE(slot->wakeup));
-		bpf_task_release(p);
-	}
-next:
-	if (!ds || ds->budget <= 1)
-		return 1;
-	ds->budget--;
-	return 0;
-}
-
-/* Dispatch the task of @slot ourselves: userspace took too long. */
-static void rescue(struct inflight_slot *slot, u64 seq)
-{
-	struct task_struct *p;
-
-	if (!slot_claim(slot, seq))
-		return;
-	p = bpf_task_from_pid(slot->pid);
-	if (!p)
-		return;
-	fair_insert(p, -1, slice_max_ns, bpf_only_vtime(p, READ_ONCE(slot->wakeup)), false);
-	bpf_task_release(p);
-	stat_inc(STAT_RESCUED);
+	if (tctx)
+		tctx->wake_sync = !!(wake_flags & SCX_WAKE_SYNC);
 }
 
 /*
- * Retire answered slots from the tail, and rescue the oldest ones if they
- * waited longer than rescue_ns. Bounded work per call.
+ * Run @p at once on an idle CPU through @dsq_id (SCX_DSQ_LOCAL from
+ * ops.select_cpu(), SCX_DSQ_LOCAL_ON | cpu from ops.enqueue()).
  */
-static void retire_and_rescue(u64 now)
+__hidden void fair_dispatch_idle(struct task_struct *p, u64 dsq_id, u64 enq_flags)
 {
-	struct inflight_slot *slot;
-	u64 tail, seq, cur;
-	int i;
+	struct task_ctx *tctx = task_ctx_get(p);
+	u64 slice = slice_max_ns;
 
-	bpf_for(i, 0, 8) {
-		tail = inflight_tail;
-		if (tail >= inflight_head)
-			break;
-		seq = tail + 1;
-		slot = slot_of(seq);
-		if (!slot)
-			break;
-		cur = READ_ONCE(slot->seq);
-		if (cur == seq) {
-			/* Still in flight: rescue it once it is too old. */
-			if (now - READ_ONCE(slot->enq_ns) < rescue_ns)
-				break;
-			rescue(slot, seq);
-			degraded_until_ns = now + DEGRADED_NS;
-		} else if (cur != (seq | SLOT_DONE)) {
-			/* Handed out, not written yet: come back later. */
-			break;
-		}
-		__sync_bool_compare_and_swap(&inflight_tail, tail, seq);
+	if (fair_user_mode || !tctx) {
+		/* Userspace orders only what it decided: this run is outside its order. */
+		note_fair_dispatch(p, false);
+	} else {
+		fair_place(p, tctx, true, slice);
+		tctx->fair_woken_ns = 0;
+		note_fair_dispatch(p, true);
 	}
+	scx_bpf_dsq_insert(p, dsq_id, slice, enq_flags);
+	stat_inc(STAT_DIRECT_IDLE);
 }
 
-/* Earliest deadline of a DSQ's head, or U64 max if empty. */
-static u64 head_vtime(u64 dsq)
+/* Sections 1-5: queue @p by deadline, then find it a CPU. */
+__hidden void fair_enqueue(struct task_struct *p, u64 enq_flags)
+{
+	struct task_ctx *tctx = task_ctx_get(p);
+	bool wakeup = enq_flags & SCX_ENQ_WAKEUP, sync;
+	u64 slice = fair_slice(), dsq = fair_dsq(p, -1), dl;
+	u32 idx;
+
+	if (!tctx) {
+		/* No context (allocation failed): run it soon, unordered. */
+		scx_bpf_dsq_insert_vtime(p, dsq, slice, clock_read(clock_of_dsq(dsq)), enq_flags);
+		fair_kick_idle(p, dsq);
+		return;
+	}
+	idx = fair_place(p, tctx, wakeup, slice);
+	dl = tctx->fair_deadline;
+	sync = tctx->wake_sync;
+	tctx->wake_sync = 0;
+	/* Wakeup latency (fair_wait_us) runs from here to ops.running(). */
+	tctx->fair_woken_ns = tctx->fair_decided_ns = wakeup ? bpf_ktime_get_ns() : 0;
+	tctx->fair_dispatched = 1;
+	scx_bpf_dsq_insert_vtime(p, dsq, slice, dl, enq_flags);
+	stat_inc(STAT_FAIR_QUEUED);
+
+	if (fair_kick_idle(p, dsq) || !wakeup || sync)
+		return;
+	fair_preempt_check(p, scx_bpf_task_cpu(p), dl, idx);
+}
+
+/* ---- ops.dispatch(): what runs next ---- */
+
+/* Deadline of DSQ @dsq's head on the shared clock, or U64 max if empty. */
+static u64 head_key(u64 dsq)
 {
 	struct task_struct *p = __COMPAT_scx_bpf_dsq_peek(dsq);
 
-	return p ? p->scx.dsq_vtime : (u64)-1;
+	return p ? to_shared(p->scx.dsq_vtime, clock_of_dsq(dsq)) : (u64)-1;
 }
 
 /*
- * @prev used up its slice and is still runnable. Its deadline for one more
- * slice is its current one plus a slice scaled by its weight. If that is
- * still earlier than every queued deadline, it keeps the CPU: without this,
- * two tasks sharing a CPU would simply alternate and nice would not count.
+ * @prev used up its slice and is still runnable. If its deadline for one
+ * more slice is still earlier than every queued one, it keeps the CPU:
+ * without this, two tasks sharing a CPU would simply alternate and nice
+ * would not count.
  */
-static bool keep_prev(struct task_struct *prev, u64 best_queued)
+static bool keep_prev(struct task_struct *prev, u64 best)
 {
 	struct task_ctx *tctx;
-	u64 next;
+	struct cpu_ctx *cc;
+	u64 slice = slice_max_ns, next;
+	u32 idx = SHARED_CLOCK;
 
 	if (!prev || !(prev->scx.flags & SCX_TASK_QUEUED))
 		return false;
-	/* Only the fair path's vtime is meaningful here (not express or direct runs). */
+	/* Only the fair path's vtime is meaningful here (not express runs). */
 	tctx = task_ctx_get(prev);
 	if (!tctx || !tctx->fair_dispatched)
 		return false;
-	next = prev->scx.dsq_vtime + scale_by_task_weight_inverse(prev, slice_max_ns);
-	if (next >= best_queued)
+	if (fair_user_mode) {
+		next = prev->scx.dsq_vtime + scale_by_task_weight_inverse(prev, slice);
+	} else {
+		/* Charge the slice it used, as if it had stopped and started again. */
+		fair_charge(prev, tctx);
+		slice = fair_slice();
+		idx = clock_of_task(prev);
+		next = tctx->fair_vruntime + scale_by_task_weight_inverse(prev, slice);
+	}
+	if (to_shared(next, idx) >= best)
 		return false;
 	scx_bpf_task_set_dsq_vtime(prev, next);
-	scx_bpf_task_set_slice(prev, slice_max_ns);
-	note_fair_run(prev, tctx, slice_max_ns);
-	return true;
-}
-
-/*
- * First half of ops.dispatch(): move userspace's decisions to their DSQs and
- * rescue what waited too long. Returns false when the caller should return
- * at once (see below); the kernel then calls ops.dispatch() again.
- */
-__hidden bool fair_drain(void)
-{
-	struct dispatch_state *ds = dispatch_state_get();
-	bool again = true;
-
-	if (ds) {
-		ds->budget = DRAIN_BATCH;
-		ds->inserted = 0;
-		again = ds->deferred;
-		ds->deferred = 0;
-		bpf_user_ringbuf_drain(&dispatched, drain_one, NULL, 0);
-	}
-	retire_and_rescue(scx_bpf_now());
-	nr_queued_shared = scx_bpf_dsq_nr_queued(SHARED_DSQ);
-
-	/*
-	 * Inserts made in ops.dispatch() reach their DSQ only when it returns,
-	 * so a task just drained is not visible to the pick below: a woken task
-	 * bound for this CPU would wait behind whatever we picked, for a whole
-	 * slice. Return instead: the kernel calls ops.dispatch() again when the
-	 * call inserted tasks and the local DSQ is still empty, and that call
-	 * sees them. Once: the next call picks even if it drained more.
-	 */
-	if (ds && ds->inserted && !again) {
-		ds->deferred = 1;
-		return false;
+	scx_bpf_task_set_slice(prev, slice);
+	note_fair_run(prev, tctx, slice);
+	if (!fair_user_mode) {
+		tctx->fair_deadline = next;
+		clock_advance(idx, tctx->fair_vruntime);
+		cc = cpu_ctx_of(scx_bpf_task_cpu(prev));
+		if (cc)
+			cc->curr_fair_deadline = to_shared(next, idx);
 	}
 	return true;
 }
 
-/* Second half: @prev may keep the CPU, else the earliest deadline runs. */
+/* @prev may keep the CPU, else the earliest deadline runs. */
 __hidden void fair_pick(s32 cpu, struct task_struct *prev)
 {
-	u64 local_head, shared_head;
+	u64 local = head_key(cpu), shared = head_key(SHARED_DSQ);
 
-	local_head = head_vtime(cpu);
-	shared_head = head_vtime(SHARED_DSQ);
-	if (keep_prev(prev, local_head < shared_head ? local_head : shared_head))
+	if (keep_prev(prev, local < shared ? local : shared))
 		return;
 
 	/* Pinned work and shared work compete on deadline, so neither starves. */
-	if (local_head <= shared_head) {
+	if (local <= shared) {
 		if (scx_bpf_dsq_move_to_local(cpu, 0))
 			return;
 		scx_bpf_dsq_move_to_local(SHARED_DSQ, 0);
@@ -488,9 +420,11 @@ __hidden void fair_pick(s32 cpu, struct task_struct *prev)
 	}
 }
 
+/* ---- ops.running() / ops.stopping() ---- */
+
 /*
- * A fair wakeup that went through userspace starts running: account how
- * long the decision took and how long the task then waited for a CPU.
+ * A fair wakeup starts running: account how long it waited, and in
+ * userspace mode how long of that the decision took.
  */
 static void fair_wakeup_latency(struct task_ctx *tctx)
 {
@@ -511,68 +445,40 @@ static void fair_wakeup_latency(struct task_ctx *tctx)
 __hidden void fair_running(struct task_struct *p, struct task_ctx *tctx, struct cpu_ctx *cc)
 {
 	bool fair = tctx && tctx->fair_dispatched;
+	u32 idx = SHARED_CLOCK;
 
-	if (cc)
-		cc->curr_fair_deadline = fair ? p->scx.dsq_vtime : 0;
-	if (fair)
+	if (fair) {
 		note_fair_run(p, tctx, p->scx.slice);
-	/*
-	 * Advance the front. Not the latest deadline started: CPU hogs'
-	 * deadlines spread over several slices, and a woken task placed one
-	 * slice before the latest one lands in the middle of them, behind
-	 * every hog that lags (up to slice_max_us x a few per wakeup).
-	 */
-	if (fair && time_before(vtime_now, p->scx.dsq_vtime)) {
-		/* Only then can the front move: peek at the shared DSQ. */
-		u64 front = p->scx.dsq_vtime, head = head_vtime(SHARED_DSQ);
-
-		/*
-		 * An empty shared DSQ reads as U64 max, which time_before()
-		 * wraps to "before" every deadline: skip it, or the front
-		 * stops whenever the shared DSQ is empty.
-		 */
-		if (head != (u64)-1 && time_before(head, front))
-			front = head;
-		if (time_before(vtime_now, front))
-			vtime_now = front;
+		if (!fair_user_mode) {
+			idx = tctx->fair_clock ? tctx->fair_clock - 1 : SHARED_CLOCK;
+			clock_advance(idx, tctx->fair_vruntime);
+		}
 	}
+	if (cc) {
+		cc->curr_fair = fair;
+		if (fair)
+			cc->curr_fair_deadline = fair_user_mode ? p->scx.dsq_vtime
+							: to_shared(tctx->fair_deadline, idx);
+	}
+	if (fair && fair_user_mode)
+		usersched_running(p);
 	if (tctx && tctx->fair_woken_ns)
 		fair_wakeup_latency(tctx);
 }
 
-__hidden void fair_stopping(struct cpu_ctx *cc)
+__hidden void fair_stopping(struct task_struct *p, struct task_ctx *tctx, struct cpu_ctx *cc)
 {
 	if (cc)
-		cc->curr_fair_deadline = 0;
+		cc->curr_fair = 0;
+	if (!fair_user_mode && tctx && tctx->fair_dispatched)
+		fair_charge(p, tctx);
 }
 
-/* Wake an idle CPU when decisions wait to be drained or a rescue is due. */
-static int fair_timer_fn(void *map, int *key, struct bpf_timer *timer)
-{
-	struct inflight_slot *slot;
-	bool work = user_submitted != user_drained;
-	u64 tail = inflight_tail;
-
-	if (!work && tail < inflight_head) {
-		slot = slot_of(tail + 1);
-		work = slot && scx_bpf_now() - READ_ONCE(slot->enq_ns) >= rescue_ns;
-	}
-	if (work) {
-		const struct cpumask *idle = scx_bpf_get_idle_cpumask();
-		s32 cpu = bpf_cpumask_first(idle);
-
-		scx_bpf_put_idle_cpumask(idle);
-		if (cpu < scx_bpf_nr_cpu_ids())
-			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
-	}
-	bpf_timer_start(timer, FAIR_TIMER_NS, 0);
-	return 0;
-}
+/* ---- ops.init() ---- */
 
 __hidden s32 fair_init(void)
 {
-	u32 key = 0, nr_cpus = scx_bpf_nr_cpu_ids();
-	struct bpf_timer *timer;
+	u32 nr_cpus = scx_bpf_nr_cpu_ids();
 	s32 cpu, err;
 
 	bpf_for(cpu, 0, nr_cpus) {
@@ -589,13 +495,5 @@ __hidden s32 fair_init(void)
 		scx_bpf_error("failed to create the shared DSQ: %d", err);
 		return err;
 	}
-
-	timer = bpf_map_lookup_elem(&fair_timer, &key);
-	if (!timer) {
-		scx_bpf_error("fair timer missing");
-		return -ENOENT;
-	}
-	bpf_timer_init(timer, &fair_timer, CLOCK_MONOTONIC);
-	bpf_timer_set_callback(timer, fair_timer_fn);
-	return bpf_timer_start(timer, FAIR_TIMER_NS, 0);
+	return fair_user_mode ? usersched_init() : 0;
 }

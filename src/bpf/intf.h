@@ -25,6 +25,9 @@ enum express_consts {
 	DRAIN_BATCH		= 16,
 	/* Shared vtime-ordered DSQ of the fair path; per-CPU DSQs use the CPU id. */
 	SHARED_DSQ		= MAX_CPUS,
+	/* Virtual clocks: one per CPU for the tasks pinned to it, then the shared one. */
+	SHARED_CLOCK		= MAX_CPUS,
+	NR_FAIR_CLOCKS		= MAX_CPUS + 1,
 	/* Dispatch target meaning "any CPU the task may run on". */
 	CPU_ANY			= -1,
 };
@@ -44,6 +47,8 @@ enum stat_idx {
 	STAT_FAIR_WAIT_NS,	/* their enqueue -> running delays (ns) */
 	STAT_FAIR_WAIT_OVER_1MS, /* of those, waits over 1 ms */
 	STAT_FAIR_PREEMPTED,	/* preempted fair tasks put back by BPF with their deadline */
+	STAT_FAIR_QUEUED,	/* tasks queued by the BPF fair policy (fair.mode = "bpf") */
+	STAT_FAIR_CHARGED_NS,	/* CPU time the BPF fair policy charged to vruntime (ns) */
 	NR_EXPRESS_STATS,
 };
 
@@ -80,7 +85,9 @@ struct cpu_ctx {
 	s32 idle_state;		/* cpuidle state index, -1 when not idle */
 	u32 curr_express;	/* running an express-lane task */
 	u64 express_runs;	/* express-lane runs started here */
-	u64 curr_fair_deadline;	/* deadline of the fair-path task running, 0 if none */
+	u64 curr_fair_deadline;	/* deadline of the fair-path task running, on the shared clock */
+	u32 curr_fair;		/* a fair-path task runs here (its deadline is valid) */
+	u32 __pad;
 };
 
 /* Task classes. Every classification source writes one of these. */
@@ -128,6 +135,10 @@ struct task_ctx {
 	u64 fair_decided_ns;	/* its decision inserted at, 0 if not yet */
 	u64 fair_run_slice_ns;	/* slice it started its current run with */
 	u64 fair_run_exec_ns;	/* its sum_exec_runtime when that run started */
+	u64 fair_vruntime;	/* BPF fair policy: virtual runtime (fair.bpf.c) */
+	u64 fair_deadline;	/* BPF fair policy: virtual deadline of its next run */
+	u32 fair_clock;		/* index of the virtual clock it counts on, +1 (0: none yet) */
+	u32 wake_sync;		/* ops.select_cpu() saw a synchronous wakeup */
 };
 
 /*

@@ -12,14 +12,17 @@
  *      wakeups are placed in BPF, on the wakeup path, on a warm idle CPU, and
  *      dispatched directly: no userspace round trip.
  *
- *    - The fair path serves every other task. ops.enqueue() hands the task to
- *      the userspace scheduler (src/scheduler.rs, policy in src/fair.rs)
- *      through the `queued` ring buffer. Userspace picks the CPU, the slice
- *      and a virtual deadline weighted by nice, and sends the decision back
- *      through the `dispatched` user ring buffer, which ops.dispatch()
- *      drains into vtime-ordered DSQs. A woken task whose deadline is not
- *      later than the running one's preempts it, as under EEVDF. With
- *      requeue_preempted, a task preempted mid-slice keeps its decision.
+ *    - The fair path serves every other task, in BPF too (fair.bpf.c):
+ *      virtual deadlines weighted by nice, vtime-ordered DSQs, idle
+ *      placement and wakeup preemption, decided on the enqueue path.
+ *      Userspace (src/scheduler.rs) is the control plane: probes, rules,
+ *      config reload, stats. It is on no task's way to a CPU and needs no
+ *      CPU to keep the machine scheduled.
+ *
+ *    fair.mode = "userspace" keeps the older design as an option:
+ *    ops.enqueue() hands each fair task to the userspace scheduler through
+ *    a ring buffer and inserts its decision (usersched.bpf.c, policy in
+ *    src/fair.rs), with a BPF rescue when it is late.
  *
  * 2. Classification (classify.bpf.c)
  *
@@ -46,7 +49,13 @@
  *    CPUs IRQ-hot (`quiet_only` turns this off). A wakeup that skips
  *    ops.select_cpu() (a pinned task) preempts on its own CPU.
  *
- * 5. Watchdog safety (fair.bpf.c)
+ * 5. Fair path (fair.bpf.c)
+ *
+ *    Sections 1-6 of fair.bpf.c: vruntime and deadlines, per-CPU clocks
+ *    for pinned tasks, bounded sleeper credit, idle placement, wakeup
+ *    preemption (not on synchronous wakeups) and load-scaled slices.
+ *
+ * 6. Watchdog safety (usersched.bpf.c, userspace mode only)
  *
  *    A task handed to userspace lives in an in-flight slot until userspace
  *    answers. If userspace has not answered within `rescue_ns`, ops.dispatch()
@@ -58,34 +67,24 @@
 
 char _license[] SEC("license") = "GPL";
 
-/* ---- Knobs: set from the config file before load ---- */
-
-/* Our own process: its threads are dispatched by BPF, never through itself. */
-const volatile u32 usersched_tgid;
-
-/* Longest fair-path slice; also the slice of BPF-only dispatches. */
-KNOB u64 slice_max_ns = 5 * NSEC_PER_MSEC;
-
-/* How long a task may wait for userspace before BPF dispatches it itself. */
-KNOB u64 rescue_ns = 50 * NSEC_PER_MSEC;
+/*
+ * ---- Knobs: set from the config file before load ----
+ * Each knob lives in the file that uses it: fair.bpf.c (fair.*),
+ * usersched.bpf.c (fair.rescue_ms, fair.requeue_preempted), placement.bpf.c
+ * and budget.bpf.c (express.*, classes.*), cpu_quality.bpf.c and
+ * classify.bpf.c. These are the ones main.bpf.c itself reads.
+ */
 
 /*
- * Place a waking fair-path task directly on an idle CPU found by the
- * default idle picker. Saves the userspace round trip when the machine has
- * spare CPUs; under contention (no idle CPU) every decision is userspace's.
+ * Our own process, in userspace mode: its threads are dispatched by BPF,
+ * never through itself. In BPF mode it is an ordinary task.
  */
-KNOB bool direct_idle = true;
+const volatile u32 usersched_tgid;
 
 /* Per class: is the express lane on, bucket capacity, refill rate (ppm of a CPU). */
 KNOB bool class_enabled[NR_CLASSES];
 KNOB u64 class_burst_ns[NR_CLASSES];
 KNOB u64 class_rate_ppm[NR_CLASSES];
-
-/* A woken fair-path task may preempt a later-deadline one (fair.bpf.c). */
-KNOB bool fair_wakeup_preempt = true;
-
-/* Let the userspace scheduler preempt a normal task when it wakes up. */
-KNOB bool usersched_preempt = true;
 
 /* Slice of an express dispatch. */
 KNOB u64 express_slice_ns = 2 * NSEC_PER_MSEC;
@@ -119,7 +118,7 @@ __hidden void stat_inc(enum stat_idx idx)
 
 static bool is_usersched(const struct task_struct *p)
 {
-	return usersched_tgid && p->tgid == usersched_tgid;
+	return fair_user_mode && usersched_tgid && p->tgid == usersched_tgid;
 }
 
 /*
@@ -129,15 +128,6 @@ static bool is_usersched(const struct task_struct *p)
 static bool is_pcpu_kthread(const struct task_struct *p)
 {
 	return (p->flags & PF_KTHREAD) && p->nr_cpus_allowed == 1;
-}
-
-/* Run @p on an idle CPU through @dsq_id, bypassing the userspace scheduler. */
-static void dispatch_to_idle(struct task_struct *p, u64 dsq_id, u64 enq_flags,
-			     enum stat_idx stat)
-{
-	note_fair_dispatch(p, false);
-	scx_bpf_dsq_insert(p, dsq_id, slice_max_ns, enq_flags);
-	stat_inc(stat);
 }
 
 /* ---- sched_ext callbacks ---- */
@@ -182,11 +172,18 @@ s32 BPF_STRUCT_OPS(express_select_cpu, struct task_struct *p, s32 prev_cpu,
 	}
 
 	cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);
-	if (is_idle && (direct_idle || is_usersched(p)))
-		dispatch_to_idle(p, SCX_DSQ_LOCAL, 0,
-				 is_usersched(p) ? STAT_USERSCHED : STAT_DIRECT_IDLE);
-	else if (is_usersched(p))
-		cpu = usersched_cpu(p, cpu);
+	if (is_usersched(p)) {
+		if (!is_idle)
+			return usersched_cpu(p, cpu);
+		note_fair_dispatch(p, false);
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_max_ns, 0);
+		stat_inc(STAT_USERSCHED);
+		return cpu;
+	}
+	if (is_idle && direct_idle)
+		fair_dispatch_idle(p, SCX_DSQ_LOCAL, 0);
+	else
+		fair_note_wakeup(p, wake_flags);
 	return cpu;
 }
 
@@ -203,7 +200,7 @@ void BPF_STRUCT_OPS(express_enqueue, struct task_struct *p, u64 enq_flags)
 		struct cpu_ctx *cc = cpu_ctx_of(scx_bpf_task_cpu(p));
 		u64 flags = SCX_ENQ_HEAD;
 
-		if (usersched_preempt && (enq_flags & SCX_ENQ_WAKEUP) && cc && !cc->curr_express)
+		if ((enq_flags & SCX_ENQ_WAKEUP) && cc && !cc->curr_express)
 			flags |= SCX_ENQ_PREEMPT;
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_max_ns, enq_flags | flags);
 		stat_inc(STAT_USERSCHED);
@@ -229,32 +226,32 @@ void BPF_STRUCT_OPS(express_enqueue, struct task_struct *p, u64 enq_flags)
 		s32 cpu = scx_bpf_task_cpu(p);
 
 		if (scx_bpf_test_and_clear_cpu_idle(cpu)) {
-			dispatch_to_idle(p, SCX_DSQ_LOCAL_ON | cpu, enq_flags, STAT_DIRECT_IDLE);
+			fair_dispatch_idle(p, SCX_DSQ_LOCAL_ON | cpu, enq_flags);
 			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
 			return;
 		}
 	}
 
-	/*
-	 * Other kernel threads (RCU, workqueues) take the BPF-only fair
-	 * fallback: the userspace scheduler may itself be waiting on them, for
-	 * example in synchronize_rcu() while attaching a uprobe.
-	 */
-	if (p->flags & PF_KTHREAD) {
-		fair_enqueue_fallback(p, enq_flags);
+	if (!fair_user_mode) {
+		fair_enqueue(p, enq_flags);
 		return;
 	}
 
-	if (fair_requeue_if_preempted(p, enq_flags) || fair_enqueue_user(p, enq_flags))
+	/*
+	 * Userspace mode. Other kernel threads (RCU, workqueues) take the
+	 * BPF-only fallback: the userspace scheduler may itself be waiting on
+	 * them, for example in synchronize_rcu() while attaching a uprobe.
+	 */
+	if (!(p->flags & PF_KTHREAD) &&
+	    (fair_requeue_if_preempted(p, enq_flags) || fair_enqueue_user(p, enq_flags)))
 		return;
-
 	fair_enqueue_fallback(p, enq_flags);
 }
 
 void BPF_STRUCT_OPS(express_dispatch, s32 cpu, struct task_struct *prev)
 {
 	/* Userspace's decisions first: some are bound for other CPUs. */
-	if (!fair_drain())
+	if (fair_user_mode && !usersched_drain())
 		return;
 	/*
 	 * The kernel picks the next task before it re-enqueues @prev, so an
@@ -281,7 +278,7 @@ void BPF_STRUCT_OPS(express_stopping, struct task_struct *p, bool runnable)
 	struct task_ctx *tctx = task_ctx_get(p);
 	struct cpu_ctx *cc = cpu_ctx_of(scx_bpf_task_cpu(p));
 
-	fair_stopping(cc);
+	fair_stopping(p, tctx, cc);
 	express_lane_stopping(p, runnable, tctx, cc);
 }
 

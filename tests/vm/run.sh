@@ -22,6 +22,9 @@ usage: $0 SCENARIO [options]
   --out-dir DIR       save files the scenario sent with export_file
   --quiet             do not stream the console to stdout
   --no-retry          do not boot again when the guest dies
+  --initrd-out FILE   build the initramfs into FILE (xz), print the kernel's
+                      directory and exit without booting: to boot the
+                      scenario on another machine (bench/vm/README.md)
 Header lines "# vmtest: key=value ..." in SCENARIO set defaults (keys smp,
 mem, timeout, disk, bins, files, env; lists comma-separated; paths relative
 to the repository root). Options add to or override them.
@@ -35,7 +38,7 @@ shift
 [ -f "$scenario" ] || die "scenario not found: $scenario"
 name=$(basename "$scenario" .sh)
 
-smp=2 mem=2G timeout=300 disk='' append='' keep_log='' out_dir='' quiet=0 attempts=3
+smp=2 mem=2G timeout=300 disk='' append='' keep_log='' out_dir='' quiet=0 attempts=3 initrd_out=''
 bins=() files=() envs=()
 
 # Header paths are relative to the repository root.
@@ -88,6 +91,7 @@ while [ $# -gt 0 ]; do
     --disk) disk=${2:?} ;;
     --keep-log) keep_log=${2:?} ;;
     --out-dir) out_dir=${2:?} ;;
+    --initrd-out) initrd_out=${2:?} ;;
     --quiet) quiet=1; shift; continue ;;
     --no-retry) attempts=1; shift; continue ;;
     -h | --help) usage; exit 0 ;;
@@ -129,6 +133,11 @@ ir_args=(-o "$work/initrd.cpio" --kconfig "$kdir/config"
 for b in "${bins[@]}"; do ir_args+=(--bin "$b"); done
 for f in "${files[@]}"; do ir_args+=(--file "$f"); done
 "$VMTEST_DIR/initramfs.sh" "${ir_args[@]}"
+if [ -n "$initrd_out" ]; then
+    xz --check=crc32 -9 -T0 -c "$work/initrd.cpio" >"$initrd_out"
+    echo "$kdir"
+    exit 0
+fi
 
 # --- Boot ---------------------------------------------------------------
 # Host-side limit: the scenario's own limit plus room for boot and shutdown.

@@ -1,0 +1,124 @@
+#!/bin/sh
+# Benchmark (prints numbers, asserts nothing): what ordinary tasks pay for a
+# sched_ext scheduler, with no express task at all, against EEVDF in the
+# same boot. Phases: EEVDF, the scheduler, EEVDF again (the two EEVDF
+# phases are averaged, so host drift during the boot cancels out). Each
+# phase measures:
+#   hackbench   hackbench -g 8 -l 400, seconds (median of 3 runs)
+#   stress      stress-ng --cpu 4xN for 10 s, bogo-ops/s (real time)
+#   cyc_p99     cyclictest SCHED_OTHER -i 1000 for 10 s beside 4xN
+#               stress-ng CPU hogs: p99 wakeup latency, us (p50 and max too)
+# and for the scheduler its own CPU time over its phase, in percent of the
+# machine (all its threads, utime + stime). The last line sums it up as
+# ratios to EEVDF ("ordinary: ..."), which bench/vm/ordinary-runs.sh
+# collects over boots.
+#
+#   tests/vm/run.sh bench/vm/ordinary.sh                       # scx_express
+#   tests/vm/run.sh bench/vm/ordinary.sh --env SCHED_ARGS="--config /etc/u.toml"
+#   tests/vm/run.sh bench/vm/ordinary.sh --smp 8 --timeout 900
+#   tests/vm/run.sh bench/vm/ordinary.sh --bin ~/.cache/scx_express/peers/bin/scx_bpfland \
+#       --env SCHED=scx_bpfland
+# vmtest: smp=2 timeout=900 bins=target/release/scx_express,/usr/bin/stress-ng,/usr/bin/cyclictest,/usr/bin/hackbench
+# vmtest: files=bench/vm/userspace.toml:/etc/u.toml
+# shellcheck source=../guest-lib.sh
+. /lib/vmtest/guest-lib.sh
+
+N=$VMTEST_SMP
+HOGS=$((4 * N))
+SCHED=${SCHED:-scx_express}
+
+# median of the numbers on stdin
+median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+hackbench_s() {
+    for _ in 1 2 3; do
+        hackbench -g 8 -l 400 2>&1 | sed -n 's/^Time: *//p'
+    done | median
+}
+
+stress_ops() {
+    stress-ng --cpu "$HOGS" --timeout 10s --metrics-brief 2>&1 |
+        awk '$0 ~ /stress-ng: .*metrc: .* cpu / { print $(NF - 1) }' | tail -n 1
+}
+
+# cyclictest beside hogs: "p50 p99 max" in us, from its histogram.
+cyc() {
+    stress-ng --cpu "$HOGS" --timeout 14s >/dev/null 2>&1 &
+    _hogs=$!
+    sleep 2
+    cyclictest -q -D 10 -i 1000 -t 1 -h 100000 >/tmp/cyc.txt 2>/dev/null
+    wait "$_hogs"
+    # Leading zeros stripped: busybox awk reads "000009" as bad octal.
+    awk 'function num(s) { sub(/^0+/, "", s); return s + 0 }
+        /^[0-9]+ +[0-9]+/ { c = num($2); if (c) { n[num($1)] = c; tot += c } }
+        END {
+            c = 0
+            for (us = 0; us <= 100000; us++) {
+                if (!(us in n)) continue
+                c += n[us]
+                if (!p50 && c >= tot * 0.50) p50 = us
+                if (!p99 && c >= tot * 0.99) p99 = us
+                max = us
+            }
+            printf "%d %d %d\n", p50, p99, max
+        }' /tmp/cyc.txt
+}
+
+# phase NAME: every measurement; sets H S C (hackbench, stress, cyc p99).
+phase() {
+    H=$(hackbench_s)
+    S=$(stress_ops)
+    set -- "$1" $(cyc)
+    C=$3
+    log "$1: hackbench ${H} s | stress ${S} bogo-ops/s | cyclictest p50 $2 p99 $3 max $4 us"
+}
+
+cpu_ticks() { task_stat "$1" | awk '{ print $12 + $13 }'; }
+
+phase eevdf
+h1=$H s1=$S c1=$C
+
+case $SCHED in
+scx_express) start_scx /tmp/scx.log $SCHED_ARGS ;;
+*)
+    # shellcheck disable=SC2086
+    $SCHED $SCHED_ARGS >/tmp/scx.log 2>&1 &
+    SCX_PID=$!
+    wait_sched_state enabled 120 || { tail /tmp/scx.log; fail "$SCHED did not attach"; }
+    ;;
+esac
+log "$SCHED attached: ops $(sched_ops_name)"
+hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
+t0=$(uptime_cs)
+k0=$(cpu_ticks "$SCX_PID")
+phase "$SCHED"
+hs=$H ss=$S cs=$C
+k1=$(cpu_ticks "$SCX_PID")
+t1=$(uptime_cs)
+# ticks / (elapsed s x hz x CPUs), in percent
+cpu_pct=$(awk -v k=$((k1 - k0)) -v t=$((t1 - t0)) -v hz="$hz" -v n="$N" \
+    'BEGIN { printf "%.2f", k * 100 * 100 / (t * hz * n) }')
+log "$SCHED own CPU: $((k1 - k0)) ticks in $((t1 - t0))0 ms = ${cpu_pct}% of $N CPUs"
+# Where that time went: each thread's ticks since it started.
+for t in /proc/"$SCX_PID"/task/*; do
+    echo "  thread $(cat "$t/comm" 2>/dev/null): $(task_stat "${t#/proc/}" | awk '{ print $12 + $13 }') ticks"
+done
+[ "$SCHED" = scx_express ] && scx_express stats --flat | grep -E '^(fair_|direct_idle|wakeup_preempt|user_queued|rescued|fallback)' | tr '\n' ' ' && echo
+if [ "$SCHED" = scx_express ]; then
+    stop_scx
+else
+    kill -INT "$SCX_PID"
+    wait "$SCX_PID"
+    wait_sched_state disabled 20 || fail "$SCHED did not detach"
+fi
+
+phase eevdf2
+h2=$H s2=$S c2=$C
+
+awk -v h1="$h1" -v h2="$h2" -v hs="$hs" -v s1="$s1" -v s2="$s2" -v ss="$ss" \
+    -v c1="$c1" -v c2="$c2" -v cs="$cs" -v cpu="$cpu_pct" -v n="$N" -v name="$SCHED" 'BEGIN {
+    he = (h1 + h2) / 2; se = (s1 + s2) / 2; ce = (c1 + c2) / 2
+    printf "ordinary: sched=%s smp=%d hackbench=%.3f stress=%.3f cyc_p99=%.3f cpu_pct=%s", \
+        name, n, hs / he, ss / se, (ce > 0 ? cs / ce : 0), cpu
+    printf " | eevdf hackbench %s/%s s stress %s/%s cyc_p99 %s/%s us\n", h1, h2, s1, s2, c1, c2
+}'
