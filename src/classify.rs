@@ -4,7 +4,7 @@
 //! The running scheduler pins its class maps under [`PIN_DIR`] (root only).
 //! Writers address a thread through a pidfd, the key of BPF task storage.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::mem::size_of;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -17,7 +17,7 @@ use log::{debug, warn};
 
 use crate::bpf_intf::{self, task_class_info, task_ctx};
 use crate::config::{ClassName, Rule};
-use crate::probes::{Discovery, LibraryScanner, ProbeSpec};
+use crate::probes::{Discovery, ExecEvents, LibraryScanner, ProbeSpec};
 
 /// Where the running scheduler pins its maps.
 pub const PIN_DIR: &str = "/sys/fs/bpf/scx_express";
@@ -399,12 +399,48 @@ fn process_has_gpu_thread(map: &TaskMap, proc_root: &Path, pid: u32) -> Option<b
     }))
 }
 
+/// The scheduler's `exec_events` ring buffer (classify.bpf.c), drained by
+/// the scanner on each pass.
+struct ExecRing {
+    ring: libbpf_rs::RingBuffer<'static>,
+    pids: std::rc::Rc<std::cell::RefCell<HashSet<u32>>>,
+}
+
+impl ExecRing {
+    fn new(map: &MapHandle) -> Result<Self> {
+        let pids: std::rc::Rc<std::cell::RefCell<HashSet<u32>>> = Default::default();
+        let sink = pids.clone();
+        let mut rb = libbpf_rs::RingBufferBuilder::new();
+        rb.add(map, move |data: &[u8]| {
+            if let Some(b) = data.get(..4) {
+                sink.borrow_mut()
+                    .insert(u32::from_ne_bytes(b.try_into().unwrap()));
+            }
+            0
+        })?;
+        Ok(Self {
+            ring: rb.build()?,
+            pids,
+        })
+    }
+}
+
+impl ExecEvents for ExecRing {
+    fn take(&mut self) -> HashSet<u32> {
+        if let Err(e) = self.ring.consume() {
+            debug!("exec events: {e}");
+        }
+        std::mem::take(&mut *self.pids.borrow_mut())
+    }
+}
+
 /// Runs library discovery and rules on one thread, so reading /proc never
 /// delays scheduling decisions. New libraries arrive on the channel.
 pub fn spawn_scanner(
     spec: ProbeSpec,
     mut rules: RuleEngine,
     class_map: TaskMap,
+    exec_events: Option<MapHandle>,
     interval: Duration,
 ) -> Result<Receiver<Discovery>> {
     let (tx, rx) = std::sync::mpsc::channel();
@@ -414,6 +450,13 @@ pub fn spawn_scanner(
             // A full rescan (for dlopen and marks) about every 2 s.
             let full_every = (2000 / interval.as_millis().max(1) as u64).max(1);
             let mut scanner = LibraryScanner::new(spec, full_every);
+            if let Some(map) = exec_events {
+                match ExecRing::new(&map) {
+                    Ok(ring) => scanner = scanner.with_exec_events(Box::new(ring)),
+                    // Listing /proc every pass finds the same processes.
+                    Err(e) => warn!("exec events unavailable, listing /proc every pass: {e:#}"),
+                }
+            }
             let mut marks_applied: HashMap<i32, ClassName> = HashMap::new();
             let proc_root = Path::new("/proc");
             let mut gate = NewProcessGate::default();
@@ -455,15 +498,19 @@ pub fn spawn_scanner(
     Ok(rx)
 }
 
-/// Starts library discovery and rules for a task-class map, as configured.
+/// Starts library discovery and rules for a task-class map, as configured;
+/// with `exec_events` (the scheduler's ring of processes that called
+/// exec()), new processes are learned from it (LibraryScanner).
 pub fn start_discovery(
     cfg: &crate::config::ClassifyConfig,
     task_class: MapHandle,
+    exec_events: Option<MapHandle>,
 ) -> Result<Receiver<Discovery>> {
     spawn_scanner(
         ProbeSpec::from_config(cfg)?,
         RuleEngine::new(&cfg.rules)?,
         TaskMap::new(task_class),
+        exec_events,
         Duration::from_millis(cfg.scan_interval_ms),
     )
 }

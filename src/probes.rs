@@ -291,7 +291,12 @@ pub enum Discovery {
 /// library (their registry of marks). Reading maps takes the process's
 /// mmap lock and costs tens of microseconds each under emulation; a size
 /// costs a fraction of that and no lock, so a host with hundreds of
-/// processes is not scanned in full every few seconds.
+/// processes is not scanned in full every few seconds. With exec events
+/// (the scheduler's `exec_events` ring), the passes between full ones read
+/// only the processes that called exec() since the last pass, without
+/// listing /proc, and a process that appeared without exec() is not read:
+/// a fork maps what its parent did. Fork-heavy loads then cost the scanner
+/// a size read per new process every full pass, and nothing in between.
 pub struct LibraryScanner {
     spec: ProbeSpec,
     seen: HashSet<(u64, u64)>,
@@ -310,6 +315,9 @@ pub struct LibraryScanner {
     sizes: HashMap<u32, u64>,
     /// Processes mapping a marker library: re-read on every full pass.
     marker_pids: HashSet<u32>,
+    /// Processes that called exec() since the last pass. None: list /proc
+    /// on every pass and read every new process.
+    exec_events: Option<Box<dyn ExecEvents>>,
     pass: u64,
     full_every: u64,
 }
@@ -327,19 +335,36 @@ impl LibraryScanner {
             no_maps: HashSet::new(),
             sizes: HashMap::new(),
             marker_pids: HashSet::new(),
+            exec_events: None,
             pass: 0,
             full_every: full_every.max(1),
         }
     }
 
+    /// Learns new processes from exec events instead of listing /proc.
+    pub fn with_exec_events(mut self, events: Box<dyn ExecEvents>) -> Self {
+        self.exec_events = Some(events);
+        self
+    }
+
     /// One pass over the maps of new processes (or of all, periodically).
     pub fn scan(&mut self, proc_root: &Path) -> ScanResult {
         let mut out = ScanResult::default();
+        let full = self.pass.is_multiple_of(self.full_every);
+        let first = self.pass == 0;
+        self.pass += 1;
+        let execed: Option<HashSet<u32>> = self.exec_events.as_mut().map(|e| e.take());
+        if let (false, Some(execed)) = (full, &execed) {
+            for &pid in execed {
+                if self.known_pids.insert(pid) {
+                    self.read_process(proc_root, pid, &mut out);
+                }
+            }
+            return out;
+        }
         let Ok(entries) = std::fs::read_dir(proc_root) else {
             return out;
         };
-        let full = self.pass.is_multiple_of(self.full_every);
-        self.pass += 1;
         let mut alive = HashSet::new();
         for entry in entries.flatten() {
             let name = entry.file_name();
@@ -351,22 +376,46 @@ impl LibraryScanner {
             if self.no_maps.contains(&pid) || (!full && known) {
                 continue;
             }
-            let size = mapped_size(&entry.path());
-            if known && !self.marker_pids.contains(&pid) && size.is_some() {
-                if self.sizes.get(&pid) == size.as_ref() {
-                    continue;
+            if !first && !known && execed.as_ref().is_some_and(|e| !e.contains(&pid)) {
+                // A fork: its parent's libraries. A dlopen() later grows
+                // its size, and the next full pass reads it then.
+                if let Some(size) = mapped_size(&entry.path()) {
+                    self.sizes.insert(pid, size);
                 }
-            }
-            let Ok(maps) = std::fs::read_to_string(entry.path().join("maps")) else {
-                continue;
-            };
-            if let Some(size) = size {
-                self.sizes.insert(pid, size);
-            }
-            if maps.is_empty() {
-                self.no_maps.insert(pid);
                 continue;
             }
+            self.read_process(proc_root, pid, &mut out);
+        }
+        self.no_maps.retain(|p| alive.contains(p));
+        self.launch_pids.retain(|p| alive.contains(p));
+        self.sizes.retain(|p, _| alive.contains(p));
+        self.marker_pids.retain(|p| alive.contains(p));
+        self.known_pids = alive;
+        out
+    }
+
+    /// Reads the maps of @pid, unless its mapped size is the same as when
+    /// they were last read (and it has no marks to re-read).
+    fn read_process(&mut self, proc_root: &Path, pid: u32, out: &mut ScanResult) {
+        let dir = proc_root.join(pid.to_string());
+        let size = mapped_size(&dir);
+        if size.is_some()
+            && self.sizes.get(&pid) == size.as_ref()
+            && !self.marker_pids.contains(&pid)
+        {
+            return;
+        }
+        let Ok(maps) = std::fs::read_to_string(dir.join("maps")) else {
+            return;
+        };
+        if let Some(size) = size {
+            self.sizes.insert(pid, size);
+        }
+        if maps.is_empty() {
+            self.no_maps.insert(pid);
+            return;
+        }
+        {
             let mut this_pid = HashSet::new();
             for m in mappings(&maps) {
                 if m.offset != 0 || !this_pid.insert(m.path) || !self.spec.wanted(m.path) {
@@ -392,12 +441,6 @@ impl LibraryScanner {
                 self.read_marks(key, &open_path, m, pid, &mut out.marks);
             }
         }
-        self.no_maps.retain(|p| alive.contains(p));
-        self.launch_pids.retain(|p| alive.contains(p));
-        self.sizes.retain(|p, _| alive.contains(p));
-        self.marker_pids.retain(|p| alive.contains(p));
-        self.known_pids = alive;
-        out
     }
 
     fn inspect(
@@ -463,6 +506,12 @@ impl LibraryScanner {
             Err(e) => debug!("mark registry of pid {pid}: {e:#}"),
         }
     }
+}
+
+/// Where the scanner learns which processes called exec() since its last
+/// pass (the scheduler's `exec_events` ring buffer).
+pub trait ExecEvents {
+    fn take(&mut self) -> HashSet<u32>;
 }
 
 /// A process's mapped size in pages (the first field of /proc/PID/statm).
@@ -900,6 +949,14 @@ mod tests {
         assert!(parse_mark_registry(&buf).is_err());
     }
 
+    /// Exec events the test hands out, once each.
+    struct FakeExecs(std::rc::Rc<std::cell::RefCell<HashSet<u32>>>);
+    impl ExecEvents for FakeExecs {
+        fn take(&mut self) -> HashSet<u32> {
+            std::mem::take(&mut *self.0.borrow_mut())
+        }
+    }
+
     struct FakeAttacher(Vec<String>);
     impl Attacher for FakeAttacher {
         type Link = String;
@@ -1059,6 +1116,50 @@ mod tests {
         // A dlopen() grows the mapping: the next full pass finds it.
         std::fs::write(dir.join("statm"), "140 10 5 1 0 20 0\n").unwrap();
         assert_eq!(scanner.scan(&root).libraries.len(), 1);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn new_processes_are_read_only_after_exec() {
+        let libc = host_libc();
+        let cfg = crate::config::ClassifyConfig {
+            libraries: vec!["libc.so*".into()],
+            launch_symbols: vec!["malloc".into()],
+            sync_symbols: vec![],
+            markers: vec![],
+            ..Default::default()
+        };
+        let root = std::env::temp_dir().join(format!("express-exec-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let add_process = |pid: u32| {
+            let dir = root.join(pid.to_string());
+            std::fs::create_dir_all(dir.join("root/lib")).unwrap();
+            std::os::unix::fs::symlink(libc, dir.join("root/lib/libc.so.6")).unwrap();
+            std::fs::write(dir.join("statm"), "100 10 5 1 0 20 0\n").unwrap();
+            std::fs::write(
+                dir.join("maps"),
+                "7f00-7f10 r-xp 00000000 08:01 1 /lib/libc.so.6\n",
+            )
+            .unwrap();
+        };
+        let execs = std::rc::Rc::new(std::cell::RefCell::new(HashSet::new()));
+        // full_every 2: passes 0, 2, 4 list /proc; 1 and 3 read exec events.
+        let mut scanner = LibraryScanner::new(ProbeSpec::from_config(&cfg).unwrap(), 2)
+            .with_exec_events(Box::new(FakeExecs(execs.clone())));
+        // The first pass reads what ran before the scheduler, exec or not.
+        add_process(300);
+        assert_eq!(scanner.scan(&root).libraries.len(), 1);
+        // Between full passes, only what called exec() is read; a fork
+        // (301) is not, not even on the full pass after.
+        add_process(301);
+        add_process(302);
+        execs.borrow_mut().insert(302);
+        assert_eq!(scanner.scan(&root).new_processes, vec![302]);
+        assert!(scanner.scan(&root).new_processes.is_empty());
+        // An exec seen only by a full pass is read there.
+        add_process(303);
+        execs.borrow_mut().insert(303);
+        assert_eq!(scanner.scan(&root).new_processes, vec![303]);
         std::fs::remove_dir_all(&root).unwrap();
     }
 

@@ -205,6 +205,7 @@ impl<'a> Scheduler<'a> {
         let new_libraries = classify::start_discovery(
             &cfg.classify,
             libbpf_rs::MapHandle::try_from(&skel.maps.task_class)?,
+            Some(libbpf_rs::MapHandle::try_from(&skel.maps.exec_events)?),
         )?;
         let progs = &skel.progs;
         let attacher = SkelAttacher {

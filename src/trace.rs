@@ -294,9 +294,11 @@ pub fn run(args: &TraceArgs, cfg: &Config, shutdown: &AtomicBool, verbose: bool)
     }
 
     // Discovery and rules, as in the scheduler.
+    // No exec filter: the tracer has no exec tracepoint; it reads every new process.
     let new_libraries = classify::start_discovery(
         &cfg.classify,
         libbpf_rs::MapHandle::try_from(&skel.maps.task_class)?,
+        None,
     )?;
     let mut probes = match args.probe_policy {
         ProbePolicy::Full => ProbeManager::always_on(),

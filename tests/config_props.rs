@@ -100,6 +100,7 @@ fn runner(cases: u32) -> RunnerConfig {
 /// Keys that exist, so random text often gets past the unknown-key check
 /// and reaches type and range checks.
 const KEYS: &[&str] = &[
+    "mode",
     "slice_max_us",
     "slice_min_us",
     "target_latency_us",
@@ -303,6 +304,13 @@ fn fair() -> BoxedStrategy<String> {
             section(
                 "fair",
                 vec![
+                    opt_entry(
+                        "mode",
+                        prop_oneof![
+                            Just("\"bpf\"".to_string()),
+                            Just("\"userspace\"".to_string())
+                        ],
+                    ),
                     opt_entry("slice_max_us", Just(max.to_string())),
                     min,
                     opt_entry("target_latency_us", int_in(1000, 1_000_000)),

@@ -34,6 +34,30 @@ struct {
 	__type(value, struct task_ctx);
 } task_ctxs SEC(".maps");
 
+/*
+ * Processes that call exec(), for the library scanner (src/probes.rs).
+ * Only these (and those that ran before the scheduler) can map a library
+ * their parent did not: a fork shares its parent's mappings, and a
+ * dlopen() grows the mapped size, which the scanner watches. So the
+ * scanner reads new processes from here instead of listing /proc, and
+ * fork-heavy loads (hundreds of forks a second) cost it nothing. 256 KiB
+ * hold about 16K events between two passes (250 ms by default).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} exec_events SEC(".maps");
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(note_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	u32 tgid = p->tgid;
+
+	/* The scanner polls; no wakeup (an irq_work per exec) is needed. */
+	bpf_ringbuf_output(&exec_events, &tgid, sizeof(tgid), BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
 __hidden struct task_ctx *task_ctx_get(struct task_struct *p)
 {
 	return bpf_task_storage_get(&task_ctxs, p, 0, 0);

@@ -58,8 +58,9 @@
  *
  * 6. Slices
  *
- *    target_latency / queued tasks, within [slice_min, slice_max]: every
- *    queued task should run once within about target_latency.
+ *    target_latency / (tasks waiting per CPU + 1), within [slice_min,
+ *    slice_max]: every queued task should run once within about
+ *    target_latency.
  */
 #include "express.bpf.h"
 
@@ -200,11 +201,17 @@ static void fair_charge(struct task_struct *p, struct task_ctx *tctx)
 	stat_add(STAT_FAIR_CHARGED_NS, used);
 }
 
-/* Section 6: the slice of the next fair run. */
+/*
+ * Section 6: the slice of the next fair run. The shared DSQ feeds every
+ * CPU, so what waits for one CPU is its share of the queue: counting the
+ * whole queue would shrink slices with the number of CPUs (32 hogs on 8
+ * CPUs would get 0.8 ms where 8 on 2 get 3 ms, and every extra switch on
+ * a shared queue is likely a migration).
+ */
 static u64 fair_slice(void)
 {
-	u64 queued = scx_bpf_dsq_nr_queued(SHARED_DSQ) + 1;
-	u64 slice = target_latency_ns / queued;
+	u64 waiting = scx_bpf_dsq_nr_queued(SHARED_DSQ) / scx_bpf_nr_cpu_ids();
+	u64 slice = target_latency_ns / (waiting + 1);
 
 	if (slice < slice_min_ns)
 		slice = slice_min_ns;
@@ -400,6 +407,33 @@ static bool keep_prev(struct task_struct *prev, u64 best)
 	return true;
 }
 
+/*
+ * Cache affinity on the shared DSQ: among its first LOCALITY_SCAN tasks,
+ * one that last ran on @cpu goes first if its deadline is within one
+ * slice of the head's (@head). A shared queue otherwise hands each task to
+ * whichever CPU frees up first, so with a few hogs per CPU nearly every
+ * switch is a migration: in an 8-vCPU VM, 32 CPU hogs lost 4-21% of their
+ * EEVDF throughput that way (docs/benchmarks.md, "Ordinary tasks"). The
+ * order bends by at most one slice; the scan costs a few iterations.
+ */
+#define LOCALITY_SCAN	8
+
+static bool move_shared_local(s32 cpu, u64 head)
+{
+	struct task_struct *p;
+	u32 n = 0;
+
+	if (fair_user_mode)
+		return false;
+	bpf_for_each(scx_dsq, p, SHARED_DSQ, 0) {
+		if (++n > LOCALITY_SCAN || p->scx.dsq_vtime - head > slice_max_ns)
+			break;
+		if (scx_bpf_task_cpu(p) == cpu && bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
+			return scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0);
+	}
+	return false;
+}
+
 /* @prev may keep the CPU, else the earliest deadline runs. */
 __hidden void fair_pick(s32 cpu, struct task_struct *prev)
 {
@@ -414,7 +448,7 @@ __hidden void fair_pick(s32 cpu, struct task_struct *prev)
 			return;
 		scx_bpf_dsq_move_to_local(SHARED_DSQ, 0);
 	} else {
-		if (scx_bpf_dsq_move_to_local(SHARED_DSQ, 0))
+		if (move_shared_local(cpu, shared) || scx_bpf_dsq_move_to_local(SHARED_DSQ, 0))
 			return;
 		scx_bpf_dsq_move_to_local(cpu, 0);
 	}

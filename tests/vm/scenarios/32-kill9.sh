@@ -1,8 +1,9 @@
 #!/bin/sh
-# Crash recovery. (1) SIGSTOP the running scheduler for 10 s under CPU load:
-# BPF rescues the tasks userspace no longer serves, so a command still
-# completes, nothing stalls and the scheduler stays attached; SIGCONT
-# resumes it. (2) `kill -9` it: the kernel falls back by itself (state
+# Crash recovery. (1) SIGSTOP the running scheduler for 10 s under CPU load,
+# in the default fair mode (BPF schedules everything; userspace is not
+# needed) and, on the second start, in fair.mode = "userspace" (BPF rescues
+# the tasks userspace no longer serves): a command still completes, nothing
+# stalls and the scheduler stays attached; SIGCONT resumes it. (2) `kill -9` it: the kernel falls back by itself (state
 # disabled within 30 s, no stall) and the pins under /sys/fs/bpf/scx_express
 # stay behind, stale. (3) A new start copes: it attaches, says it removed
 # the stale pins, and `ps` reads the new scheduler's maps (a marker thread
@@ -43,28 +44,31 @@ check "pins created" pins_present
 check "ps works" sh -c 'scx_express ps >/dev/null'
 
 # --- (1) SIGSTOP: BPF keeps the machine running without userspace ---------
-stress-ng --cpu 4 --timeout 25s >/tmp/stress.log 2>&1 &
-stress=$!
-sleep 3
-kill -STOP "$scx"
-log "scheduler stopped (SIGSTOP) under stress-ng --cpu 4"
-t0=$(uptime_cs)
-# A short-lived task must still get CPU while userspace is frozen.
-timeout 10 sh -c 'i=0; while [ $i -lt 2000 ]; do i=$((i + 1)); done; echo done' >/tmp/probe.out 2>&1
-rc=$?
-dt=$(($(uptime_cs) - t0))
-[ "$rc" = 0 ] || fail "a shell loop did not complete within 10 s while the scheduler was stopped (rc=$rc)"
-echo "ok: a shell loop completed in ${dt}0 ms with the scheduler stopped"
-sleep 8
-check "still attached while stopped" sched_state_is enabled
-kill -CONT "$scx"
-log "scheduler resumed (SIGCONT)"
-wait "$stress" || fail "stress-ng exited $? (tasks starved while the scheduler was stopped?)"
-echo "ok: stress-ng completed"
-check "still attached after SIGCONT" sched_state_is enabled
-check "scheduler alive after SIGCONT" kill -0 "$scx"
-no_stall "SIGSTOP"
-echo "ok: no stall while userspace was stopped"
+sigstop_check() {
+    stress-ng --cpu 4 --timeout 25s >/tmp/stress.log 2>&1 &
+    stress=$!
+    sleep 3
+    kill -STOP "$scx"
+    log "$1: scheduler stopped (SIGSTOP) under stress-ng --cpu 4"
+    t0=$(uptime_cs)
+    # A short-lived task must still get CPU while userspace is frozen.
+    timeout 10 sh -c 'i=0; while [ $i -lt 2000 ]; do i=$((i + 1)); done; echo done' >/tmp/probe.out 2>&1
+    rc=$?
+    dt=$(($(uptime_cs) - t0))
+    [ "$rc" = 0 ] || fail "$1: a shell loop did not complete within 10 s while the scheduler was stopped (rc=$rc)"
+    echo "ok: $1: a shell loop completed in ${dt}0 ms with the scheduler stopped"
+    sleep 8
+    check "$1: still attached while stopped" sched_state_is enabled
+    kill -CONT "$scx"
+    log "$1: scheduler resumed (SIGCONT)"
+    wait "$stress" || fail "$1: stress-ng exited $? (tasks starved while the scheduler was stopped?)"
+    echo "ok: $1: stress-ng completed"
+    check "$1: still attached after SIGCONT" sched_state_is enabled
+    check "$1: scheduler alive after SIGCONT" kill -0 "$scx"
+    no_stall "$1: SIGSTOP"
+    echo "ok: $1: no stall while userspace was stopped"
+}
+sigstop_check "fair.mode bpf"
 
 # --- (2) kill -9 ---------------------------------------------------------
 seq1=$(enable_seq)
@@ -89,7 +93,8 @@ log "ps with stale pins and no scheduler: rc=$? $(head -c 200 /tmp/stale-ps.out 
 kill "$victim"
 
 # --- (3) a new start over stale pins -------------------------------------
-scx_express >/tmp/scx2.log 2>&1 &
+printf '[fair]\nmode = "userspace"\n' >/tmp/user.toml
+scx_express --config /tmp/user.toml >/tmp/scx2.log 2>&1 &
 scx=$!
 wait_sched_state enabled 90 || { cat /tmp/scx2.log; fail "second start did not attach over stale pins"; }
 expect_express "second start"
@@ -114,6 +119,7 @@ echo "ok: ps reads the live maps (marker thread $tid is agent)"
 kill "$mk"
 check "second instance alive" kill -0 "$scx"
 no_stall "second start"
+sigstop_check "fair.mode userspace"
 
 SCX_PID=$scx
 stop_scx

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Packs a bench/vm scenario to run on a bigger x86-64 host that has neither
+# this repository nor Debian's packages: the `scx_express bench` bundle's
+# QEMU, firmware, kernel and runner, with the scenario's initramfs in place
+# of the bench's. There, boot it as many times as wanted, one VM after
+# another, and summarise here (or there: the summary is plain awk):
+#
+#   bench/vm/bundle.sh DIR bench/vm/ordinary.sh [run.sh options]    # here
+#   DIR/runner.sh --smp 8 --jobs 1 OUT b1 b2 b3                      # there
+#   bench/vm/ordinary-runs.sh --summary OUT/b*.log                   # here
+#
+# The runner names each boot's console OUT/NAME.log and boots once more a
+# guest that died without a result. run.sh options (--timeout, --env, ...)
+# shape the initramfs; --smp and memory are the runner's.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+[ $# -ge 2 ] || { sed -n '2,14p' "$0" >&2; exit 2; }
+dir=$1 scenario=$2
+shift 2
+exe=target/release/scx_express
+[ -x "$exe" ] || { echo "bundle.sh: build first (cargo build --release)" >&2; exit 2; }
+
+rm -rf "$dir"
+"$exe" bench --preset smoke --schedulers eevdf --bundle "$dir" >/dev/null
+# The scenario's own time limit (header or --timeout) bounds each boot.
+timeout=$(sed -n 's/^# vmtest:.*timeout=\([0-9]*\).*/\1/p' "$scenario" | head -n 1)
+for ((i = 1; i <= $#; i++)); do
+    [ "${!i}" = --timeout ] && { j=$((i + 1)); timeout=${!j}; }
+done
+tests/vm/run.sh "$scenario" --initrd-out "$dir/initrd.xz" "$@" >/dev/null
+sed -i "s/^GUEST_TIMEOUT=.*/GUEST_TIMEOUT=${timeout:-300}/; s/^MEM=.*/MEM=4G/; s/^DISK=.*/DISK=/" "$dir/vm.env"
+rm -rf "$dir/.build"
+echo "bundle.sh: $scenario in $dir ($(du -sm "$dir" | cut -f1) MiB): $dir/runner.sh --smp N --jobs 1 OUT NAME..."
