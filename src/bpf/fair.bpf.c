@@ -22,7 +22,8 @@
  *    Unpinned tasks count on the shared clock: the vruntime of the last
  *    unpinned task started, never going back (the front of the runnable
  *    tasks). The tasks pinned to one CPU count on that CPU's own clock, the
- *    front of their group, and compete with the rest through an offset that
+ *    front of their group (their latest vruntime, charged or started), and
+ *    compete with the rest through an offset that
  *    keeps that front within [shared - slice_max, shared + slice_max]. So a
  *    CPU crowded with pinned tasks moves its clock slowly, and a task waking
  *    there is placed against its own group, not against a faster clock it
@@ -36,7 +37,9 @@
  *    A waking task comes back at most one slice_max behind its clock's
  *    front, as under EEVDF: sleeping buys a prompt wakeup, never a
  *    monopoly. A task that stayed runnable keeps its exact position, or
- *    weights would drift.
+ *    weights would drift, unless it is more than two of its own slices
+ *    ahead of the front: then it ran where the front did not follow, and
+ *    it comes back at that bound instead of waiting for everyone else.
  *
  * 4. Placement
  *
@@ -199,6 +202,16 @@ static void fair_charge(struct task_struct *p, struct task_ctx *tctx)
 	tctx->fair_run_exec_ns = exec;
 	tctx->fair_vruntime += scale_by_task_weight_inverse(p, used);
 	stat_add(STAT_FAIR_CHARGED_NS, used);
+	/*
+	 * A pinned group's front follows its tasks' charged time too, not
+	 * only their starts. Its offset holds the front near the shared one;
+	 * a front left at the last start would count the run just charged
+	 * against the group, and a lone pinned task would always sit one run
+	 * ahead of shared tasks that keep their CPUs (it got a tenth of its
+	 * share in VM test 31).
+	 */
+	if (tctx->fair_clock && tctx->fair_clock - 1 < MAX_CPUS)
+		clock_advance(tctx->fair_clock - 1, tctx->fair_vruntime);
 }
 
 /*
@@ -227,15 +240,30 @@ static u64 fair_slice(void)
 static u32 fair_place(struct task_struct *p, struct task_ctx *tctx, bool wakeup, u64 slice_ns)
 {
 	u32 idx = clock_of_task(p);
-	u64 clock = clock_read(idx);
+	u64 clock = clock_read(idx), debt = 2 * scale_by_task_weight_inverse(p, slice_max_ns);
 
 	if (tctx->fair_clock != idx + 1) {
-		/* New to the fair path, or its affinity moved it to another clock. */
+		/*
+		 * New to the fair path, or its affinity moved it to another
+		 * clock. CPU time it used before counted on the old clock: a
+		 * task that pins itself is enqueued on its new clock before the
+		 * run that called sched_setaffinity() stops, and charging that
+		 * run here would put it tens of ms behind its new group.
+		 */
 		tctx->fair_vruntime = clock;
 		tctx->fair_clock = idx + 1;
+		tctx->fair_run_exec_ns = p->se.sum_exec_runtime;
 	} else if (wakeup && clock > slice_max_ns &&
 		   time_before(tctx->fair_vruntime, clock - slice_max_ns)) {
 		tctx->fair_vruntime = clock - slice_max_ns;
+	} else if (time_after(tctx->fair_vruntime, clock + debt)) {
+		/*
+		 * Ahead of its clock's front by more than two of its slices:
+		 * it ran where the front did not follow (a run the kernel
+		 * extended, a clock it just joined). Competing from there, it
+		 * would wait for everyone else to catch up.
+		 */
+		tctx->fair_vruntime = clock + debt;
 	}
 	tctx->fair_deadline = tctx->fair_vruntime + scale_by_task_weight_inverse(p, slice_ns);
 	return idx;
