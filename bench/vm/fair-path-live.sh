@@ -1,5 +1,7 @@
 #!/bin/sh
-# The fair path stays live while CUDA probes come and go under load.
+# The fair path stays live while CUDA probes come and go under load, in
+# fair.mode = "userspace" (in the default "bpf" mode no task waits for
+# userspace, and this has nothing to measure).
 #
 # The userspace scheduler serves every fair-path task. If its loop blocks in
 # the kernel, BPF only rescues each queued task after fair.rescue_ms, so the
@@ -21,14 +23,14 @@
 # and the scheduler main thread's state and wchan are sampled (printed as
 # a diagnosis, not asserted).
 # vmtest: smp=2 timeout=240 bins=target/release/scx_express,/usr/bin/stress-ng
-# vmtest: files=workloads/build:/opt/w
+# vmtest: files=workloads/build:/opt/w,bench/vm/userspace.toml:/etc/u.toml
 # shellcheck source=../guest-lib.sh
 . /lib/vmtest/guest-lib.sh
 
 LOAD_S=40
 N=$VMTEST_SMP
 
-scx_express >/tmp/scx.log 2>&1 &
+scx_express --config /etc/u.toml >/tmp/scx.log 2>&1 &
 scx=$!
 wait_sched_state enabled 90 || { cat /tmp/scx.log; fail "scheduler did not attach"; }
 log "attached: ops $(sched_ops_name)"

@@ -2,11 +2,12 @@
 # Benchmark (prints numbers, asserts no timing): wakeup latency of an
 # ordinary (fair-path) task under 8 CPU hogs, EEVDF then scx_express, in
 # one boot. cyclictest -i 1000 for 6 s, twice under scx_express, each
-# followed by the fair-path stats that split a wakeup into the userspace
-# decision (fair_decide_us) and the whole wait to run (fair_wait_us), per
-# fair_wakeups. TCG timings are ratios within one boot: repeat the boot.
+# followed by the fair-path stats: the whole wait to run (fair_wait_us) per
+# fair_wakeups, and in fair.mode = "userspace" (SCX_ARGS="--config
+# /etc/u.toml") the userspace decision's part of it (fair_decide_us). TCG timings are ratios within one boot: repeat the boot.
 #   tests/vm/run.sh bench/vm/fair-wakeup.sh
 # vmtest: smp=2 timeout=300 bins=target/release/scx_express,/usr/bin/stress-ng,/usr/bin/cyclictest
+# vmtest: files=bench/vm/userspace.toml:/etc/u.toml
 # shellcheck source=../guest-lib.sh
 . /lib/vmtest/guest-lib.sh
 
@@ -26,7 +27,8 @@ fair_stats() {
 stress-ng --cpu 8 --cpu-method fft --timeout 100s >/dev/null 2>&1 &
 sleep 1
 log "EEVDF, 8 hogs: $(cyc)"
-start_scx /tmp/scx.log
+# shellcheck disable=SC2086
+start_scx /tmp/scx.log $SCX_ARGS
 sleep 1
 log "scx_express, 8 hogs: $(cyc)"
 log "  $(fair_stats)"
