@@ -1022,10 +1022,8 @@ mod tests {
         assert_eq!(m.counts().windows, 2);
     }
 
-    #[test]
-    fn scanner_reports_new_processes_of_a_probed_library() {
-        let libc = host_libc();
-        // libc stands in for libcuda: `malloc` is its "launch" entry point.
+    /// libc stands in for libcuda: `malloc` is its "launch" entry point.
+    fn libc_as_cuda() -> ProbeSpec {
         let cfg = crate::config::ClassifyConfig {
             libraries: vec!["libc.so*".into()],
             launch_symbols: vec!["malloc".into()],
@@ -1033,19 +1031,36 @@ mod tests {
             markers: vec![],
             ..Default::default()
         };
+        ProbeSpec::from_config(&cfg).unwrap()
+    }
+
+    /// A fake /proc/PID under `root` that maps the host's libc as `maps`
+    /// says, with a mapped size of `pages` (no statm file if None).
+    fn fake_process(root: &Path, pid: u32, maps: &str, pages: Option<u64>) -> PathBuf {
+        let dir = root.join(pid.to_string());
+        std::fs::create_dir_all(dir.join("root/lib")).unwrap();
+        let link = dir.join("root/lib/libc.so.6");
+        if !link.exists() {
+            std::os::unix::fs::symlink(host_libc(), link).unwrap();
+        }
+        std::fs::write(dir.join("maps"), maps).unwrap();
+        if let Some(pages) = pages {
+            std::fs::write(dir.join("statm"), format!("{pages} 10 5 1 0 20 0\n")).unwrap();
+        }
+        dir
+    }
+
+    const LIBC_MAP: &str = "7f00-7f10 r-xp 00000000 08:01 1 /lib/libc.so.6\n";
+    const SH_MAP: &str = "7f00-7f10 r-xp 00000000 08:01 1 /bin/sh\n";
+
+    #[test]
+    fn scanner_reports_new_processes_of_a_probed_library() {
         let root = std::env::temp_dir().join(format!("express-scan-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         let add_process = |pid: u32| {
-            let dir = root.join(pid.to_string());
-            std::fs::create_dir_all(dir.join("root/lib")).unwrap();
-            std::os::unix::fs::symlink(libc, dir.join("root/lib/libc.so.6")).unwrap();
-            std::fs::write(
-                dir.join("maps"),
-                "7f00-7f10 r-xp 00000000 08:01 1 /lib/libc.so.6\n",
-            )
-            .unwrap();
+            fake_process(&root, pid, LIBC_MAP, None);
         };
-        let mut scanner = LibraryScanner::new(ProbeSpec::from_config(&cfg).unwrap(), 100);
+        let mut scanner = LibraryScanner::new(libc_as_cuda(), 100);
 
         add_process(100);
         let first = scanner.scan(&root);
@@ -1065,13 +1080,7 @@ mod tests {
 
         // Seen before its loader mapped the library (no maps yet), then
         // with the mapping on a later pass: still reported.
-        let early = root.join("102");
-        std::fs::create_dir_all(&early).unwrap();
-        std::fs::write(
-            early.join("maps"),
-            "7f00-7f10 r-xp 00000000 08:01 1 /bin/sh\n",
-        )
-        .unwrap();
+        let early = fake_process(&root, 102, SH_MAP, None);
         assert!(scanner.scan(&root).new_processes.is_empty());
         std::fs::remove_dir_all(&early).unwrap();
         add_process(102);
@@ -1082,69 +1091,33 @@ mod tests {
 
     #[test]
     fn full_passes_reread_only_processes_whose_size_changed() {
-        let libc = host_libc();
-        let cfg = crate::config::ClassifyConfig {
-            libraries: vec!["libc.so*".into()],
-            launch_symbols: vec!["malloc".into()],
-            sync_symbols: vec![],
-            markers: vec![],
-            ..Default::default()
-        };
         let root = std::env::temp_dir().join(format!("express-size-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
-        let dir = root.join("200");
-        std::fs::create_dir_all(dir.join("root/lib")).unwrap();
-        std::os::unix::fs::symlink(libc, dir.join("root/lib/libc.so.6")).unwrap();
-        std::fs::write(dir.join("statm"), "100 10 5 1 0 20 0\n").unwrap();
-        std::fs::write(
-            dir.join("maps"),
-            "7f00-7f10 r-xp 00000000 08:01 1 /bin/sh\n",
-        )
-        .unwrap();
+        fake_process(&root, 200, SH_MAP, Some(100));
         // full_every 1: every pass is a full one.
-        let mut scanner = LibraryScanner::new(ProbeSpec::from_config(&cfg).unwrap(), 1);
+        let mut scanner = LibraryScanner::new(libc_as_cuda(), 1);
         assert!(scanner.scan(&root).libraries.is_empty());
 
         // The library appears, but the size stays: not read again.
-        std::fs::write(
-            dir.join("maps"),
-            "7f00-7f10 r-xp 00000000 08:01 1 /lib/libc.so.6\n",
-        )
-        .unwrap();
+        fake_process(&root, 200, LIBC_MAP, Some(100));
         assert!(scanner.scan(&root).libraries.is_empty());
 
         // A dlopen() grows the mapping: the next full pass finds it.
-        std::fs::write(dir.join("statm"), "140 10 5 1 0 20 0\n").unwrap();
+        fake_process(&root, 200, LIBC_MAP, Some(140));
         assert_eq!(scanner.scan(&root).libraries.len(), 1);
         std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
     fn new_processes_are_read_only_after_exec() {
-        let libc = host_libc();
-        let cfg = crate::config::ClassifyConfig {
-            libraries: vec!["libc.so*".into()],
-            launch_symbols: vec!["malloc".into()],
-            sync_symbols: vec![],
-            markers: vec![],
-            ..Default::default()
-        };
         let root = std::env::temp_dir().join(format!("express-exec-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         let add_process = |pid: u32| {
-            let dir = root.join(pid.to_string());
-            std::fs::create_dir_all(dir.join("root/lib")).unwrap();
-            std::os::unix::fs::symlink(libc, dir.join("root/lib/libc.so.6")).unwrap();
-            std::fs::write(dir.join("statm"), "100 10 5 1 0 20 0\n").unwrap();
-            std::fs::write(
-                dir.join("maps"),
-                "7f00-7f10 r-xp 00000000 08:01 1 /lib/libc.so.6\n",
-            )
-            .unwrap();
+            fake_process(&root, pid, LIBC_MAP, Some(100));
         };
         let execs = std::rc::Rc::new(std::cell::RefCell::new(HashSet::new()));
         // full_every 2: passes 0, 2, 4 list /proc; 1 and 3 read exec events.
-        let mut scanner = LibraryScanner::new(ProbeSpec::from_config(&cfg).unwrap(), 2)
+        let mut scanner = LibraryScanner::new(libc_as_cuda(), 2)
             .with_exec_events(Box::new(FakeExecs(execs.clone())));
         // The first pass reads what ran before the scheduler, exec or not.
         add_process(300);
