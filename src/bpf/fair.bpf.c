@@ -207,8 +207,8 @@ static void fair_charge(struct task_struct *p, struct task_ctx *tctx)
 	 * only their starts. Its offset holds the front near the shared one;
 	 * a front left at the last start would count the run just charged
 	 * against the group, and a lone pinned task would always sit one run
-	 * ahead of shared tasks that keep their CPUs (it got a tenth of its
-	 * share in VM test 31).
+	 * ahead of shared tasks that keep their CPUs, and get a small fraction
+	 * of its share of its CPU.
 	 */
 	if (tctx->fair_clock && tctx->fair_clock - 1 < MAX_CPUS)
 		clock_advance(tctx->fair_clock - 1, tctx->fair_vruntime);
@@ -440,8 +440,8 @@ static bool keep_prev(struct task_struct *prev, u64 best)
  * one that last ran on @cpu goes first if its deadline is within one
  * slice of the head's (@head). A shared queue otherwise hands each task to
  * whichever CPU frees up first, so with a few hogs per CPU nearly every
- * switch is a migration: in an 8-vCPU VM, 32 CPU hogs lost 4-21% of their
- * EEVDF throughput that way (docs/benchmarks.md, "Ordinary tasks"). The
+ * switch is a migration, which cost CPU hogs in an 8-vCPU VM up to tens of
+ * percent of their throughput (docs/benchmarks.md, "Ordinary tasks"). The
  * order bends by at most one slice; the scan costs a few iterations.
  */
 #define LOCALITY_SCAN	8
