@@ -307,7 +307,8 @@ impl<'a> Scheduler<'a> {
         }
         let (charged_ns, forgiven_ns) = match self.cfg.fair.mode {
             FairMode::Userspace => self.policy.charged_and_forgiven_ns(),
-            // The BPF policy forgives nothing: it has no debt ceiling.
+            // Not counted in BPF mode yet: its debt bound (fair.bpf.c,
+            // section 3) clamps without a counter.
             FairMode::Bpf => (c[stat_idx_STAT_FAIR_CHARGED_NS as usize], 0),
         };
         Ok(Metrics {
