@@ -307,9 +307,10 @@ impl<'a> Scheduler<'a> {
         }
         let (charged_ns, forgiven_ns) = match self.cfg.fair.mode {
             FairMode::Userspace => self.policy.charged_and_forgiven_ns(),
-            // Not counted in BPF mode yet: its debt bound (fair.bpf.c,
-            // section 3) clamps without a counter.
-            FairMode::Bpf => (c[stat_idx_STAT_FAIR_CHARGED_NS as usize], 0),
+            FairMode::Bpf => (
+                c[stat_idx_STAT_FAIR_CHARGED_NS as usize],
+                c[stat_idx_STAT_FAIR_FORGIVEN_NS as usize],
+            ),
         };
         Ok(Metrics {
             user_queued: c[stat_idx_STAT_USER_QUEUED as usize],

@@ -39,7 +39,8 @@
  *    monopoly. A task that stayed runnable keeps its exact position, or
  *    weights would drift, unless it is more than two of its own slices
  *    ahead of the front: then it ran where the front did not follow, and
- *    it comes back at that bound instead of waiting for everyone else.
+ *    it comes back at that bound instead of waiting for everyone else
+ *    (what the bound drops is counted as fair_forgiven_ms).
  *
  * 4. Placement
  *
@@ -263,6 +264,8 @@ static u32 fair_place(struct task_struct *p, struct task_ctx *tctx, bool wakeup,
 		 * extended, a clock it just joined). Competing from there, it
 		 * would wait for everyone else to catch up.
 		 */
+		stat_add(STAT_FAIR_FORGIVEN_NS,
+			 scale_by_task_weight(p, tctx->fair_vruntime - clock - debt));
 		tctx->fair_vruntime = clock + debt;
 	}
 	tctx->fair_deadline = tctx->fair_vruntime + scale_by_task_weight_inverse(p, slice_ns);

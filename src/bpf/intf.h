@@ -49,6 +49,7 @@ enum stat_idx {
 	STAT_FAIR_PREEMPTED,	/* preempted fair tasks put back by BPF with their deadline */
 	STAT_FAIR_QUEUED,	/* tasks queued by the BPF fair policy (fair.mode = "bpf") */
 	STAT_FAIR_CHARGED_NS,	/* CPU time the BPF fair policy charged to vruntime (ns) */
+	STAT_FAIR_FORGIVEN_NS,	/* of it, CPU time dropped at the debt bound (ns) */
 	NR_EXPRESS_STATS,
 };
 

@@ -3,9 +3,8 @@
 # "userspace"): two CPU hogs pinned to CPU 1, at nice 0 and nice 5, split it
 # about 3:1 (kernel weights 1024:335), within ±25%, read from
 # /proc/PID/stat. And the split comes from charging their CPU time: the
-# policy charged at least two thirds of it (fair_charged_ms), and in
-# userspace mode its debt ceiling forgave under 10% of that
-# (fair_forgiven_ms). Slice counting alone also gives 3:1 on an idle host,
+# policy charged at least two thirds of it (fair_charged_ms), and its debt
+# bound forgave under 10% of that (fair_forgiven_ms). Slice counting alone also gives 3:1 on an idle host,
 # but not under steal time.
 # vmtest: smp=2 timeout=300 bins=target/release/scx_express,workloads/build/hog
 # shellcheck source=../guest-lib.sh
