@@ -18,6 +18,8 @@
 #   tests/vm/run.sh bench/vm/ordinary.sh --smp 8 --timeout 900
 #   tests/vm/run.sh bench/vm/ordinary.sh --bin ~/.cache/scx_express/peers/bin/scx_bpfland \
 #       --env SCHED=scx_bpfland
+# A bundle (bench/vm/bundle.sh) picks a config per boot from the kernel
+# command line instead: runner.sh --append ordinary.config=/etc/u.toml.
 # vmtest: smp=2 timeout=900 bins=target/release/scx_express,/usr/bin/stress-ng,/usr/bin/cyclictest,/usr/bin/hackbench
 # vmtest: files=bench/vm/userspace.toml:/etc/u.toml
 # shellcheck source=../guest-lib.sh
@@ -26,6 +28,8 @@
 N=$VMTEST_SMP
 HOGS=$((4 * N))
 SCHED=${SCHED:-scx_express}
+cfg=$(sed -n 's/.*ordinary\.config=\([^ ]*\).*/\1/p' /proc/cmdline)
+[ -z "$cfg" ] || SCHED_ARGS="$SCHED_ARGS --config $cfg"
 
 # median of the numbers on stdin
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -116,7 +120,7 @@ phase eevdf2
 h2=$H s2=$S c2=$C
 
 awk -v h1="$h1" -v h2="$h2" -v hs="$hs" -v s1="$s1" -v s2="$s2" -v ss="$ss" \
-    -v c1="$c1" -v c2="$c2" -v cs="$cs" -v cpu="$cpu_pct" -v n="$N" -v name="$SCHED" 'BEGIN {
+    -v c1="$c1" -v c2="$c2" -v cs="$cs" -v cpu="$cpu_pct" -v n="$N" -v name="$SCHED${cfg:+:$(basename "$cfg" .toml)}" 'BEGIN {
     he = (h1 + h2) / 2; se = (s1 + s2) / 2; ce = (c1 + c2) / 2
     printf "ordinary: sched=%s smp=%d hackbench=%.3f stress=%.3f cyc_p99=%.3f cpu_pct=%s", \
         name, n, hs / he, ss / se, (ce > 0 ? cs / ce : 0), cpu
