@@ -288,6 +288,32 @@ s32 BPF_STRUCT_OPS(express_init_task, struct task_struct *p,
 	return task_ctx_create(p) ? 0 : -ENOMEM;
 }
 
+/*
+ * CPU hotplug. Without these two callbacks the kernel ejects the scheduler
+ * on every hotplug event (and asks for a restart). The kernel already
+ * keeps an offline CPU out of our way: tasks enqueued there skip
+ * ops.enqueue(), it calls no ops.dispatch() for it, and an insert into its
+ * local DSQ lands in the global DSQ instead. What it cannot see is our
+ * per-CPU fair DSQ: a task pinned to the CPU that waits there would wait
+ * forever, since only that CPU's ops.dispatch() drains it. Hand those
+ * tasks to the CPU's local DSQ, where the kernel's hotplug code finds
+ * them and moves them (breaking their affinity) before the CPU dies.
+ * Coming online needs nothing: every CPU's DSQ exists from ops.init().
+ */
+void BPF_STRUCT_OPS(express_cpu_online, s32 cpu)
+{
+}
+
+void BPF_STRUCT_OPS(express_cpu_offline, s32 cpu)
+{
+	struct task_struct *p;
+
+	if (cpu < 0 || cpu >= MAX_CPUS)
+		return;
+	bpf_for_each(scx_dsq, p, cpu, 0)
+		scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL_ON | cpu, 0);
+}
+
 s32 BPF_STRUCT_OPS_SLEEPABLE(express_init)
 {
 	return fair_init();
@@ -305,6 +331,8 @@ SCX_OPS_DEFINE(express_ops,
 	       .running		= (void *)express_running,
 	       .stopping	= (void *)express_stopping,
 	       .init_task	= (void *)express_init_task,
+	       .cpu_online	= (void *)express_cpu_online,
+	       .cpu_offline	= (void *)express_cpu_offline,
 	       .init		= (void *)express_init,
 	       .exit		= (void *)express_exit,
 	       .name		= "express");
