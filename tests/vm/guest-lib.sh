@@ -294,6 +294,11 @@ tracked_progressed() {
         if [ "$_a" -le "$_b" ] && alive "$_p"; then
             fail_logs "$1: $_n (tid $_t) made no progress (CPU ticks $_b -> $_a)"
         fi
+        if [ "$_a" = -1 ]; then
+            _gains="$_gains $_n:ended"
+            untrack "$_n"
+            continue
+        fi
         eval "_ct_$_n=$_a"
         _gains="$_gains $_n+$((_a - _b))"
     done
