@@ -271,8 +271,8 @@ alive() {
 }
 
 # track NAME TID [PID]: tracked_progressed checks that thread TID's CPU
-# time grows. PID is its process (default TID): once it has ended, its
-# thread is excused (how it ended is the scenario's to check).
+# time grows while it exists. PID is its process (default TID): once that
+# has ended (a zombie), its thread is excused too.
 _tracked=''
 track() {
     _tracked="$_tracked $1"
@@ -291,18 +291,35 @@ tracked_progressed() {
     for _n in $_tracked; do
         eval "_t=\$_tid_$_n _p=\$_pid_$_n _b=\$_ct_$_n"
         _a=$(thread_cputime "$_t")
-        if [ "$_a" -le "$_b" ] && alive "$_p"; then
-            fail_logs "$1: $_n (tid $_t) made no progress (CPU ticks $_b -> $_a)"
-        fi
+        # A thread that has exited did not stall (how its process ended is
+        # the scenario's to check); a stalled one is still there.
         if [ "$_a" = -1 ]; then
             _gains="$_gains $_n:ended"
             untrack "$_n"
             continue
         fi
+        if [ "$_a" -le "$_b" ] && alive "$_p"; then
+            fail_logs "$1: $_n (tid $_t) made no progress (CPU ticks $_b -> $_a)"
+        fi
         eval "_ct_$_n=$_a"
         _gains="$_gains $_n+$((_a - _b))"
     done
     log "$1: CPU ticks gained:$_gains"
+}
+
+# watch_guarded SECS INTERVAL: for SECS seconds of guest time, every INTERVAL
+# seconds: guarded_ok and tracked_progressed.
+watch_guarded() {
+    _now_cs
+    _wend=$((_now + $1 * 100))
+    _w0=$_now
+    while [ "$_now" -lt "$_wend" ]; do
+        sleep "$2"
+        _now_cs
+        guarded_ok "t=$(((_now - _w0) / 100))s"
+        tracked_progressed "t=$(((_now - _w0) / 100))s"
+        _now_cs
+    done
 }
 
 # start_standins SECS [PREFIX]: the decode (gpu) and agent stand-ins for

@@ -15,27 +15,21 @@
 SECS=50
 echo "$AGENT_RULE_TOML" >/tmp/scx.toml
 start_guarded /tmp/scx.log --config /tmp/scx.toml
-start_standins $((SECS + 5)) "taskset 2"
+start_standins $((SECS + 20)) "taskset 2"
 for t in "$LTID" "$ATID"; do
     taskset -p "$t" | grep -q 'mask: 2$' || fail "thread $t is not pinned to cpu1: $(taskset -p "$t")"
 done
 for i in 1 2 3 4 5 6 7 8; do
-    /opt/w/hog --cpu 1 --duration $((SECS + 5)) >/dev/null 2>&1 &
+    /opt/w/hog --cpu 1 --duration $((SECS + 20)) >/dev/null 2>&1 &
     track "pinned$i" $!
 done
 for i in 1 2; do
-    /opt/w/hog --duration $((SECS + 5)) >/dev/null 2>&1 &
+    /opt/w/hog --duration $((SECS + 20)) >/dev/null 2>&1 &
     track "free$i" $!
 done
 log "decode, agent and 8 hogs pinned to cpu1; 2 unpinned hogs"
 
-t=0
-while [ "$t" -lt "$SECS" ]; do
-    sleep 10
-    t=$((t + 10))
-    guarded_ok "t=${t}s"
-    tracked_progressed "t=${t}s"
-done
+watch_guarded "$SECS" 10
 echo "ok: ${SECS}s with 10 tasks pinned to cpu1: no ejection, no stall, all progressed"
 finish_standins
 guarded_ok "end"

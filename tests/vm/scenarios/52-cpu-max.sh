@@ -33,14 +33,14 @@ in_cgroup() {
 echo "$AGENT_RULE_TOML" >/tmp/scx.toml
 start_guarded /tmp/scx.log --config /tmp/scx.toml
 echo $$ >"$CG/express/cgroup.procs" # the stand-ins start from this shell
-start_standins $((SECS + 5))
+start_standins $((SECS + 20))
 echo $$ >"$CG/cgroup.procs"
 for i in 1 2 3 4; do
-    in_cgroup capped /opt/w/hog --duration $((SECS + 5)) >/dev/null 2>&1
+    in_cgroup capped /opt/w/hog --duration $((SECS + 20)) >/dev/null 2>&1
     track "capped$i" $!
 done
 for i in 1 2; do
-    in_cgroup free /opt/w/hog --duration $((SECS + 5)) >/dev/null 2>&1
+    in_cgroup free /opt/w/hog --duration $((SECS + 20)) >/dev/null 2>&1
     track "free$i" $!
 done
 sleep 1
@@ -52,13 +52,7 @@ grep -q "^0::/express$" "/proc/$DEC/cgroup" || fail "decode is not in the expres
 
 usage() { awk '/^usage_usec/ { print $2 }' "$CG/$1/cpu.stat"; }
 u0=$(usage capped) s0=$(uptime_cs)
-t=0
-while [ "$t" -lt "$SECS" ]; do
-    sleep 10
-    t=$((t + 10))
-    guarded_ok "t=${t}s"
-    tracked_progressed "t=${t}s"
-done
+watch_guarded "$SECS" 10
 u1=$(usage capped) s1=$(uptime_cs)
 log "capped group: $(((u1 - u0) / 10000)) cs of CPU in $((s1 - s0)) cs on $VMTEST_SMP CPUs; nr_throttled $(awk '/^nr_throttled/ { print $2 }' "$CG/capped/cpu.stat")"
 echo "ok: ${SECS}s beside a cpu.max-capped cgroup: no ejection, no stall, all progressed"
