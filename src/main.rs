@@ -183,7 +183,8 @@ fn protect_from_oom_killer() {
 }
 
 /// Runs the scheduler, re-attaching when the kernel asks for a restart
-/// (for example after CPU hotplug).
+/// (it did on every CPU hotplug event before the BPF side implemented
+/// ops.cpu_online/cpu_offline; kept for any restart request).
 fn run_scheduler(
     cli: &Cli,
     source: ConfigSource,
