@@ -16,7 +16,7 @@ SECS=40
 W=$((2 * VMTEST_SMP))
 echo "$AGENT_RULE_TOML" >/tmp/scx.toml
 start_guarded /tmp/scx.log --config /tmp/scx.toml
-start_standins $((SECS + 10))
+start_standins $((SECS + 25))
 
 chmod 1777 /tmp
 as_nobody "cd /tmp && stress-ng --fork $W --exec $W --timeout ${SECS}s --metrics-brief" >/tmp/stress.log 2>&1 &

@@ -35,8 +35,8 @@ log "scx_express: $(readlink "/proc/$SCX_PID/exe"), $(grep VmLck "/proc/$SCX_PID
 locked_kb=$(awk '/^VmLck:/ { print $2 }' "/proc/$SCX_PID/status")
 [ "${locked_kb:-0}" -gt 0 ] || fail_logs "scx_express locked no memory (VmLck 0)"
 [ "$(cat "/proc/$SCX_PID/oom_score_adj")" = -1000 ] || fail_logs "scx_express is not exempt from the OOM killer"
-start_standins $((SECS + 10))
-/mnt/bin/hog --duration $((SECS + 10)) >/dev/null 2>&1 &
+start_standins $((SECS + 25))
+/mnt/bin/hog --duration $((SECS + 25)) >/dev/null 2>&1 &
 control=$!
 track control_hog "$control"
 sleep 2
