@@ -205,9 +205,9 @@ while [ "$attempt" -lt "$attempts" ]; do
     boot "$log"
     secs=$(echo "$(date +%s.%N) $t0" | awk '{ printf "%.1f", $1 - $2 }')
     marker=$(grep -a -o '@@VMTEST-RESULT rc=[0-9]*@@' "$log" | tail -n 1 || true)
-    # A guest clock that ran faster than the host's: the kernel calibrated
-    # its TSC wrong at boot (TCG guests read the host's TSC, but calibrate
-    # it against an emulated timer, which a busy host delays). Every kernel
+    # A guest clock that ran faster than the host's (seen once on a busy
+    # host; a wrong TSC calibration is the suspect: TCG guests read the
+    # host's TSC but calibrate it against emulated timers). Every kernel
     # timeout in such a boot (sched_ext watchdog, RCU stall, hung task)
     # fires early, so its result means nothing: boot again.
     gup=$(sed -n 's/^vmtest: scenario exited rc=[0-9]* at \([0-9.]*\)s$/\1/p' "$log" | tail -n 1)
