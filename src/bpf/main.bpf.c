@@ -214,7 +214,12 @@ void BPF_STRUCT_OPS(express_enqueue, struct task_struct *p, u64 enq_flags)
 		return;
 	}
 
-	if (express_lane_enqueue(p, enq_flags))
+	/*
+	 * Re-enqueued because an RT task took its CPU (express_cpu_release()):
+	 * the fair path lets another CPU take it; the express lane would put
+	 * it back where it was.
+	 */
+	if (!(enq_flags & SCX_ENQ_REENQ) && express_lane_enqueue(p, enq_flags))
 		return;
 
 	/*
@@ -248,10 +253,26 @@ void BPF_STRUCT_OPS(express_enqueue, struct task_struct *p, u64 enq_flags)
 	fair_enqueue_fallback(p, enq_flags);
 }
 
+/*
+ * An RT task runs or waits on this CPU, so sched_ext tasks get only what
+ * the kernel's ext deadline server grants them here (50 ms a second by
+ * default). Spend it on the tasks that can run nowhere else: those waiting
+ * in this CPU's own DSQ (pinned tasks). The shared DSQ's tasks can run on
+ * other CPUs. (Not dl.dl_nr_running: it counts the deadline servers too.)
+ */
+static bool rt_waits_here(void)
+{
+	struct rq *rq = scx_bpf_locked_rq();
+
+	return rq && rq->rt.rt_nr_running;
+}
+
 void BPF_STRUCT_OPS(express_dispatch, s32 cpu, struct task_struct *prev)
 {
 	/* Userspace's decisions first: some are bound for other CPUs. */
 	if (fair_user_mode && !usersched_drain())
+		return;
+	if (rt_waits_here() && scx_bpf_dsq_move_to_local(cpu, 0))
 		return;
 	/*
 	 * The kernel picks the next task before it re-enqueues @prev, so an
@@ -288,6 +309,43 @@ s32 BPF_STRUCT_OPS(express_init_task, struct task_struct *p,
 	return task_ctx_create(p) ? 0 : -ENOMEM;
 }
 
+/*
+ * CPU hotplug. Without these two callbacks the kernel ejects the scheduler
+ * on every hotplug event (and asks for a restart). The kernel already
+ * keeps an offline CPU out of our way: tasks enqueued there skip
+ * ops.enqueue(), it calls no ops.dispatch() for it, and an insert into its
+ * local DSQ lands in the global DSQ instead. What it cannot see is our
+ * per-CPU fair DSQ: a task pinned to the CPU that waits there would wait
+ * forever, since only that CPU's ops.dispatch() drains it. Hand those
+ * tasks to the CPU's local DSQ, where the kernel's hotplug code finds
+ * them and moves them (breaking their affinity) before the CPU dies.
+ * Coming online needs nothing: every CPU's DSQ exists from ops.init().
+ */
+void BPF_STRUCT_OPS(express_cpu_online, s32 cpu)
+{
+}
+
+void BPF_STRUCT_OPS(express_cpu_offline, s32 cpu)
+{
+	struct task_struct *p;
+
+	if (cpu < 0 || cpu >= MAX_CPUS)
+		return;
+	bpf_for_each(scx_dsq, p, cpu, 0)
+		scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL_ON | cpu, 0);
+}
+
+/*
+ * An RT or deadline task took this CPU: the tasks waiting in its local DSQ
+ * would wait for it (or for the ext deadline server's few ms a second).
+ * Send them through ops.enqueue() again, so that another CPU can run them;
+ * a pinned one comes back to this CPU's DSQ.
+ */
+void BPF_STRUCT_OPS(express_cpu_release, s32 cpu, struct scx_cpu_release_args *args)
+{
+	scx_bpf_reenqueue_local();
+}
+
 s32 BPF_STRUCT_OPS_SLEEPABLE(express_init)
 {
 	return fair_init();
@@ -305,6 +363,9 @@ SCX_OPS_DEFINE(express_ops,
 	       .running		= (void *)express_running,
 	       .stopping	= (void *)express_stopping,
 	       .init_task	= (void *)express_init_task,
+	       .cpu_release	= (void *)express_cpu_release,
+	       .cpu_online	= (void *)express_cpu_online,
+	       .cpu_offline	= (void *)express_cpu_offline,
 	       .init		= (void *)express_init,
 	       .exit		= (void *)express_exit,
 	       .name		= "express");

@@ -62,6 +62,8 @@ export VMTEST_ATTEMPT VMTEST_KREL VMTEST_TIMEOUT VMTEST_NAME VMTEST_SMP VMTEST_M
 read -r up _ </proc/uptime
 echo # the firmware's last line may lack its newline
 say "kernel $VMTEST_KREL, $VMTEST_SMP CPUs, $VMTEST_MEM_MB MiB, booted in ${up}s"
+# run.sh compares the guest's clock with the host's: this is its calibration.
+say "clock: $(dmesg | grep -E 'tsc: (Detected|Refined)' | sed 's/^\[ *\([^]]*\)\] /(\1 s) /' | tr '\n' ' ')"
 say "running $VMTEST_NAME (timeout ${VMTEST_TIMEOUT}s)"
 
 # The scenario runs in its own session so the watchdog can kill its whole

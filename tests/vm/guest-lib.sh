@@ -200,3 +200,166 @@ expect() {
     shift 2
     if "$@"; then echo "ok: $_okm"; else bad "$_badm"; fi
 }
+
+# ---- Hostile conditions: the scheduler must stay attached --------------
+# A scenario starts the scheduler with start_guarded, starts the stand-ins
+# with start_standins and its own load, registers every task that must keep
+# running with track, then checks with guarded_ok and tracked_progressed as
+# often as it likes and ends with finish_standins and stop_scx.
+
+# A config whose comm rule makes the agent stand-in's loop thread agent
+# (the decode stand-in is classified gpu by its CUDA calls).
+AGENT_RULE_TOML='[[classify.rules]]
+class = "agent"
+comm = "agent-loop"'
+
+# dump_scx_logs: what a failure needs: classified threads, the scheduler's
+# exit dump (runnable tasks, their DSQs and deadlines) or its log's end,
+# and the kernel's sched_ext, stall and OOM lines.
+dump_scx_logs() {
+    scx_express ps 2>&1 | head -n 20
+    if grep -q 'DEBUG DUMP' "$SCX_LOG" 2>/dev/null; then
+        sed -n '/DEBUG DUMP/,$p' "$SCX_LOG" | head -n 300
+    else
+        tail -n 30 "$SCX_LOG" 2>/dev/null
+    fi
+    dmesg | grep -E 'sched_ext|stall|oom|Out of memory|CPU[0-9]' | tail -n 20
+}
+# fail_logs MSG: dump_scx_logs, then fail.
+fail_logs() {
+    dump_scx_logs
+    fail "$@"
+}
+
+# start_guarded LOG [ARGS...]: start_scx, then remember its log ($SCX_LOG)
+# and enable_seq ($SCX_SEQ0) for guarded_ok.
+start_guarded() {
+    SCX_LOG=$1
+    start_scx "$@"
+    SCX_SEQ0=$(enable_seq)
+    log "attached: ops $(sched_ops_name), enable_seq $SCX_SEQ0"
+}
+
+# Kernel lines that mean a task starved or the scheduler erred: the
+# sched_ext watchdog, a sched_ext error or disable, an RCU stall.
+STALL_ERE='runnable task stall|sched_ext: .*(error|disabled)|rcu: .*detected stall|self-detected stall'
+
+# guarded_ok WHEN: the scheduler process lives, sched_ext is enabled with
+# ops express*, it was never ejected (enable_seq unchanged: not even an
+# ejection that the restart loop hid), and dmesg has no STALL_ERE line.
+guarded_ok() {
+    kill -0 "$SCX_PID" 2>/dev/null || fail_logs "$1: scx_express is gone"
+    sched_state_is enabled || fail_logs "$1: sched_ext state is $(sched_state)"
+    case "$(sched_ops_name)" in
+    express*) ;;
+    *) fail_logs "$1: ops are '$(sched_ops_name)', not express*" ;;
+    esac
+    [ "$(enable_seq)" = "$SCX_SEQ0" ] ||
+        fail_logs "$1: the scheduler was ejected (enable_seq $SCX_SEQ0 -> $(enable_seq))"
+    if dmesg_has "$STALL_ERE"; then
+        dmesg | grep -E "$STALL_ERE" | head -n 5
+        fail_logs "$1: the kernel reported a stall or a sched_ext error"
+    fi
+}
+
+# thread_cputime TID: CPU ticks of one thread (its /proc/TID/stat), -1 if gone.
+thread_cputime() { task_cputime "$1" || echo -1; }
+# alive PID: the process exists and has not exited (a zombie has).
+alive() {
+    _st=$(task_stat "$1") || return 1
+    [ "${_st%% *}" != Z ]
+}
+
+# track NAME TID [PID]: tracked_progressed checks that thread TID's CPU
+# time grows while it exists. PID is its process (default TID): once that
+# has ended (a zombie), its thread is excused too.
+_tracked=''
+track() {
+    _tracked="$_tracked $1"
+    eval "_tid_$1=$2 _pid_$1=${3:-$2} _ct_$1=$(thread_cputime "$2")"
+}
+# untrack NAME: stop watching NAME (a task the scenario ends itself).
+untrack() {
+    _l=''
+    for _n in $_tracked; do [ "$_n" = "$1" ] || _l="$_l $_n"; done
+    _tracked=$_l
+}
+# tracked_progressed WHEN: every tracked thread got CPU time since the last
+# call (or track); logs each one's gain in ticks.
+tracked_progressed() {
+    _gains=''
+    for _n in $_tracked; do
+        eval "_t=\$_tid_$_n _p=\$_pid_$_n _b=\$_ct_$_n"
+        _a=$(thread_cputime "$_t")
+        # A thread that has exited did not stall (how its process ended is
+        # the scenario's to check); a stalled one is still there.
+        if [ "$_a" = -1 ]; then
+            _gains="$_gains $_n:ended"
+            untrack "$_n"
+            continue
+        fi
+        if [ "$_a" -le "$_b" ] && alive "$_p"; then
+            fail_logs "$1: $_n (tid $_t) made no progress (CPU ticks $_b -> $_a)"
+        fi
+        eval "_ct_$_n=$_a"
+        _gains="$_gains $_n+$((_a - _b))"
+    done
+    log "$1: CPU ticks gained:$_gains"
+}
+
+# watch_guarded SECS INTERVAL: for SECS seconds of guest time, every INTERVAL
+# seconds: guarded_ok and tracked_progressed.
+watch_guarded() {
+    _now_cs
+    _wend=$((_now + $1 * 100))
+    _w0=$_now
+    while [ "$_now" -lt "$_wend" ]; do
+        sleep "$2"
+        _now_cs
+        guarded_ok "t=$(((_now - _w0) / 100))s"
+        tracked_progressed "t=$(((_now - _w0) / 100))s"
+        _now_cs
+    done
+}
+
+# start_standins SECS [PREFIX]: the decode (gpu) and agent stand-ins for
+# SECS seconds, PREFIX (e.g. "taskset -c 1") before each; sets DEC, AGT
+# (pids), LTID, ATID (their launcher and agent-loop threads), waits until
+# scx_express has classified both, and tracks both threads. Needs a
+# scheduler started with AGENT_RULE_TOML in its config.
+start_standins() {
+    $2 /opt/w/decode --duration "$1" >/tmp/decode.out 2>&1 &
+    DEC=$!
+    $2 /opt/w/agent --duration "$1" >/tmp/agent.out 2>&1 &
+    AGT=$!
+    wait_until 20 grep -q '^launcher_tid=' /tmp/decode.out || fail_logs "decode did not start"
+    wait_until 20 grep -q '^agent_tid=' /tmp/agent.out || fail_logs "agent did not start"
+    LTID=$(sed -n 's/^launcher_tid=//p' /tmp/decode.out | head -n 1)
+    ATID=$(sed -n 's/^agent_tid=//p' /tmp/agent.out | head -n 1)
+    wait_until 30 classified_as "$LTID" gpu ||
+        fail_logs "the decode launcher $LTID was not classified gpu"
+    wait_until 30 classified_as "$ATID" agent ||
+        fail_logs "the agent loop $ATID was not classified agent"
+    log "stand-ins: decode launcher $LTID (gpu), agent loop $ATID (agent)"
+    track launcher "$LTID" "$DEC"
+    track agent_loop "$ATID" "$AGT"
+}
+# classified_as TID CLASS: scx_express ps lists thread TID with CLASS.
+classified_as() {
+    scx_express ps 2>/dev/null | awk -v t="$1" -v c="$2" '$1 == t && $4 == c { f = 1 } END { exit !f }'
+}
+
+# finish_standins: wait for both stand-ins; each must exit 0 and report
+# work (at least one token, one agent step).
+finish_standins() {
+    wait "$DEC" || fail_logs "decode exited $?"
+    wait "$AGT" || fail_logs "agent exited $?"
+    untrack launcher
+    untrack agent_loop
+    _tokens=$(sed -n 's/^tokens=//p' /tmp/decode.out)
+    _steps=$(sed -n 's/^steps=//p' /tmp/agent.out)
+    log "decode: tokens=$_tokens tok/s=$(sed -n 's/^tok_per_s=//p' /tmp/decode.out); agent: steps=$_steps tail_p99_us=$(sed -n 's/^tail_p99_us=//p' /tmp/agent.out)"
+    [ "${_tokens:-0}" -ge 1 ] || fail_logs "decode did no token"
+    [ "${_steps:-0}" -ge 1 ] || fail_logs "agent did no step"
+    echo "ok: the stand-ins finished their run (decode $_tokens tokens, agent $_steps steps)"
+}

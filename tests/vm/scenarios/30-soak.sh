@@ -24,58 +24,18 @@ SOAK_SECS=${SOAK_SECS:-60}
 N=$VMTEST_SMP
 INTERVAL=10
 
-fail_with_logs() {
-    scx_express ps 2>&1 | head -n 20
-    # An ejection's debug dump (runnable tasks, their DSQs and deadlines)
-    # says who starved; without one, the log's end.
-    if grep -q 'DEBUG DUMP' /tmp/scx.log; then
-        sed -n '/DEBUG DUMP/,$p' /tmp/scx.log | head -n 300
-    else
-        tail -n 30 /tmp/scx.log
-    fi
-    dmesg | grep -E 'sched_ext|stall|oom|Out of memory' | tail -n 20
-    fail "$@"
-}
-# healthy WHEN: the scheduler runs, attached, never ejected, no stall.
-healthy() {
-    kill -0 "$scx" 2>/dev/null || fail_with_logs "$1: scx_express is gone"
-    sched_state_is enabled || fail_with_logs "$1: sched_ext state is $(sched_state)"
-    case "$(sched_ops_name)" in
-    express*) ;;
-    *) fail_with_logs "$1: ops are '$(sched_ops_name)', not express*" ;;
-    esac
-    [ "$(enable_seq)" = "$seq0" ] ||
-        fail_with_logs "$1: the scheduler was ejected (enable_seq $seq0 -> $(enable_seq))"
-    if dmesg_has 'runnable task stall|sched_ext: .*(error|disabled)'; then
-        fail_with_logs "$1: the kernel reported a stall or a sched_ext error"
-    fi
-}
-# thread_cputime TID: CPU ticks of one thread (its /proc/TID/stat), -1 if gone.
-thread_cputime() { task_cputime "$1" || echo -1; }
-# alive PID: the process exists and has not exited (a zombie has).
-alive() {
-    _st=$(task_stat "$1") || return 1
-    [ "${_st%% *}" != Z ]
-}
 # progressed WHEN WHAT BEFORE AFTER PID: the thread's CPU time grew, or its
 # stand-in (PID) has finished its run: under slow TCG that can happen before
 # stress-ng's last check; how it ended and what it did are checked at the end.
 progressed() {
     [ "$4" -gt "$3" ] && return 0
     alive "$5" || return 0
-    fail_with_logs "$1: the $2 made no progress since the last check"
+    fail_logs "$1: the $2 made no progress since the last check"
 }
 
-cat >/tmp/soak.toml <<'TOML'
-[[classify.rules]]
-class = "agent"
-comm = "agent-loop"
-TOML
-scx_express --config /tmp/soak.toml --stats "$INTERVAL" >/tmp/scx.log 2>&1 &
-scx=$!
-wait_sched_state enabled 90 || { cat /tmp/scx.log; fail "scheduler did not attach"; }
-seq0=$(enable_seq)
-log "attached: ops $(sched_ops_name), enable_seq $seq0; soak ${SOAK_SECS}s on $N vCPUs"
+echo "$AGENT_RULE_TOML" >/tmp/soak.toml
+start_guarded /tmp/scx.log --config /tmp/soak.toml --stats "$INTERVAL"
+log "soak ${SOAK_SECS}s on $N vCPUs"
 
 # Stand-ins run a little longer than the load, so they see all of it.
 run_s=$((SOAK_SECS + 5))
@@ -106,31 +66,30 @@ while kill -0 "$stress" 2>/dev/null; do
     l1=$(thread_cputime "$ltid")
     g1=$(thread_cputime "$atid")
     log "t=${t}s: launcher +$((l1 - l0)) ticks, agent loop +$((g1 - g0)) ticks"
-    healthy "t=${t}s"
+    guarded_ok "t=${t}s"
     progressed "t=${t}s" "decode launcher" "$l0" "$l1" "$dec"
     progressed "t=${t}s" "agent loop" "$g0" "$g1" "$agt"
     l0=$l1 g0=$g1
-    [ "$t" -le $((SOAK_SECS + 120)) ] || fail_with_logs "stress-ng still runs ${t}s after a ${SOAK_SECS}s timeout"
+    [ "$t" -le $((SOAK_SECS + 120)) ] || fail_logs "stress-ng still runs ${t}s after a ${SOAK_SECS}s timeout"
 done
 wait "$stress"
 rc=$?
 grep -E 'metrc|info|fail|error' /tmp/stress.log | tail -n 8
-[ "$rc" = 0 ] || fail_with_logs "stress-ng exited $rc"
+[ "$rc" = 0 ] || fail_logs "stress-ng exited $rc"
 echo "ok: stress-ng --aggressive ran ${SOAK_SECS}s and succeeded"
 
-wait "$dec" || fail_with_logs "decode exited $?"
-wait "$agt" || fail_with_logs "agent exited $?"
+wait "$dec" || fail_logs "decode exited $?"
+wait "$agt" || fail_logs "agent exited $?"
 tokens=$(sed -n 's/^tokens=//p' /tmp/decode.out)
 steps=$(sed -n 's/^steps=//p' /tmp/agent.out)
 log "decode: tokens=$tokens tok/s=$(sed -n 's/^tok_per_s=//p' /tmp/decode.out) p99_us=$(sed -n 's/^p99_us=//p' /tmp/decode.out)"
 log "agent: steps=$steps steps/s=$(sed -n 's/^steps_per_s=//p' /tmp/agent.out) tail_p99_us=$(sed -n 's/^tail_p99_us=//p' /tmp/agent.out)"
-[ "${tokens:-0}" -ge "$SOAK_SECS" ] || fail_with_logs "decode did only ${tokens:-0} tokens in ${run_s}s"
-[ "${steps:-0}" -ge "$SOAK_SECS" ] || fail_with_logs "agent did only ${steps:-0} steps in ${run_s}s"
+[ "${tokens:-0}" -ge "$SOAK_SECS" ] || fail_logs "decode did only ${tokens:-0} tokens in ${run_s}s"
+[ "${steps:-0}" -ge "$SOAK_SECS" ] || fail_logs "agent did only ${steps:-0} steps in ${run_s}s"
 echo "ok: the stand-ins made progress (decode $tokens tokens, agent $steps steps)"
 
-healthy "end"
+guarded_ok "end"
 echo "ok: no ejection, no stall, scheduler attached and alive after ${SOAK_SECS}s"
 grep -E '^\[' /tmp/scx.log | tail -n 4
 
-SCX_PID=$scx
 stop_scx

@@ -1,8 +1,10 @@
 #!/bin/sh
-# Crash recovery. (1) SIGSTOP the running scheduler for 10 s under CPU load,
+# Crash recovery. (1) SIGSTOP the running scheduler for 10 s under CPU load
+# with the decode stand-in (classified gpu) running,
 # in the default fair mode (BPF schedules everything; userspace is not
 # needed) and, on the second start, in fair.mode = "userspace" (BPF rescues
-# the tasks userspace no longer serves): a command still completes, nothing
+# the tasks userspace no longer serves): a command still completes, the
+# express launcher keeps getting CPU, nothing
 # stalls and the scheduler stays attached; SIGCONT resumes it. (2) `kill -9` it: the kernel falls back by itself (state
 # disabled within 30 s, no stall) and the pins under /sys/fs/bpf/scx_express
 # stay behind, stale. (3) A new start copes: it attaches, says it removed
@@ -45,9 +47,16 @@ check "ps works" sh -c 'scx_express ps >/dev/null'
 
 # --- (1) SIGSTOP: BPF keeps the machine running without userspace ---------
 sigstop_check() {
+    # An express task too: the decode stand-in, classified gpu before the stop.
+    /opt/w/decode --duration 40 >/tmp/decode.out 2>&1 &
+    dec=$!
+    wait_until 20 grep -q '^launcher_tid=' /tmp/decode.out || fail "$1: decode did not start"
+    ltid=$(sed -n 's/^launcher_tid=//p' /tmp/decode.out | head -n 1)
+    wait_until 30 classified_as "$ltid" gpu || fail "$1: the decode launcher was not classified gpu"
     stress-ng --cpu 4 --timeout 25s >/tmp/stress.log 2>&1 &
     stress=$!
     sleep 3
+    track launcher "$ltid" "$dec"
     kill -STOP "$scx"
     log "$1: scheduler stopped (SIGSTOP) under stress-ng --cpu 4"
     t0=$(uptime_cs)
@@ -59,6 +68,8 @@ sigstop_check() {
     echo "ok: $1: a shell loop completed in ${dt}0 ms with the scheduler stopped"
     sleep 8
     check "$1: still attached while stopped" sched_state_is enabled
+    tracked_progressed "$1: while stopped"
+    untrack launcher
     kill -CONT "$scx"
     log "$1: scheduler resumed (SIGCONT)"
     wait "$stress" || fail "$1: stress-ng exited $? (tasks starved while the scheduler was stopped?)"
@@ -66,8 +77,11 @@ sigstop_check() {
     check "$1: still attached after SIGCONT" sched_state_is enabled
     check "$1: scheduler alive after SIGCONT" kill -0 "$scx"
     no_stall "$1: SIGSTOP"
-    echo "ok: $1: no stall while userspace was stopped"
+    echo "ok: $1: no stall while userspace was stopped; the express launcher ran"
+    kill "$dec" 2>/dev/null
+    wait "$dec"
 }
+SCX_LOG=/tmp/scx1.log
 sigstop_check "fair.mode bpf"
 
 # --- (2) kill -9 ---------------------------------------------------------
@@ -119,6 +133,7 @@ echo "ok: ps reads the live maps (marker thread $tid is agent)"
 kill "$mk"
 check "second instance alive" kill -0 "$scx"
 no_stall "second start"
+SCX_LOG=/tmp/scx2.log
 sigstop_check "fair.mode userspace"
 
 SCX_PID=$scx
