@@ -42,6 +42,17 @@
  *    it comes back at that bound instead of waiting for everyone else
  *    (what the bound drops is counted as fair_forgiven_ms).
  *
+ *    Credit is bounded for running tasks too, in the two places where it
+ *    would otherwise decide: a task that keeps its CPU with nothing queued
+ *    competed with no one, so it is pulled up to the same floor; and a
+ *    wakeup compares its deadline with the running task's as if that
+ *    task's vruntime were at least at the floor. Without this, a hog alone
+ *    on its CPU falls behind the shared front whenever hogs elsewhere run
+ *    ahead, and by one slice_max it can no longer be preempted by any
+ *    wakeup: a timer-driven task beside one hog per CPU waited whole
+ *    slices, two ticks each (p99 tens of ms where EEVDF's is about 1.5 ms,
+ *    docs/benchmarks.md, "The committed full run").
+ *
  * 4. Placement
  *
  *    A wakeup goes straight to an idle CPU when the kernel's idle picker
@@ -59,6 +70,8 @@
  *    wakeup: the waker is about to sleep (a pipe or socket reply) and the
  *    wakee gets the CPU then; preempting it would turn every message into
  *    two context switches. Requeued tasks (slice used up) never preempt.
+ *    The kicked CPU honours the decision: its running task does not get
+ *    to keep the CPU for another slice (fair_preempt_pending).
  *
  * 6. Slices
  *
@@ -123,6 +136,11 @@ static u64 clock_read(u32 idx)
 	/* Userspace's deadlines all count on its one virtual time. */
 	if (fair_user_mode)
 		return vtime_now;
+	/*
+	 * Callers' indexes are in range, but clang may drop this check where
+	 * it can prove that, in a form the verifier cannot follow.
+	 */
+	barrier_var(idx);
 	if (idx >= NR_FAIR_CLOCKS)
 		return 0;
 	return fair_clock[idx];
@@ -149,6 +167,7 @@ static s64 group_offset(u32 cpu)
 {
 	s64 front, shared, off, lo, hi;
 
+	barrier_var(cpu);	/* as in clock_read() */
 	if (cpu >= MAX_CPUS)
 		return 0;
 	front = fair_clock[cpu];
@@ -169,6 +188,33 @@ static u64 to_shared(u64 t, u32 idx)
 	if (fair_user_mode || idx == SHARED_CLOCK)
 		return t;
 	return t + group_offset(idx);
+}
+
+/* The least vruntime a waking task may hold on a clock at @front (section 3). */
+static u64 lag_floor(u64 front)
+{
+	return front > slice_max_ns ? front - slice_max_ns : 0;
+}
+
+/*
+ * How far behind its clock's front a runnable task may fall (section 3):
+ * slice_min less than a sleeper's credit, so that a sleeper and a lagging
+ * runner never tie. A lighter task's slices span more virtual time, and it
+ * lags a heavier one sharing its CPU by about one of them in normal
+ * alternation: its bound grows with 100 / weight, or the bound would cut
+ * into its share.
+ */
+static u64 runnable_lag(const struct task_struct *p)
+{
+	u64 base = slice_max_ns > slice_min_ns ? slice_max_ns - slice_min_ns : slice_max_ns;
+	u64 scaled = scale_by_task_weight_inverse(p, base);
+
+	return scaled > base ? scaled : base;
+}
+
+static u64 runnable_floor(u64 front, u64 lag)
+{
+	return front > lag ? front - lag : 0;
 }
 
 /* ---- Per-task accounting ---- */
@@ -254,9 +300,11 @@ static u32 fair_place(struct task_struct *p, struct task_ctx *tctx, bool wakeup,
 		tctx->fair_vruntime = clock;
 		tctx->fair_clock = idx + 1;
 		tctx->fair_run_exec_ns = p->se.sum_exec_runtime;
-	} else if (wakeup && clock > slice_max_ns &&
-		   time_before(tctx->fair_vruntime, clock - slice_max_ns)) {
-		tctx->fair_vruntime = clock - slice_max_ns;
+	} else if (wakeup && time_before(tctx->fair_vruntime, lag_floor(clock))) {
+		tctx->fair_vruntime = lag_floor(clock);
+	} else if (!wakeup && time_before(tctx->fair_vruntime,
+					   runnable_floor(clock, runnable_lag(p)))) {
+		tctx->fair_vruntime = runnable_floor(clock, runnable_lag(p));
 	} else if (time_after(tctx->fair_vruntime, clock + debt)) {
 		/*
 		 * Ahead of its clock's front by more than two of its slices:
@@ -314,12 +362,26 @@ __hidden bool fair_kick_idle(const struct task_struct *p, u64 dsq)
 __hidden void fair_preempt_check(struct task_struct *p, s32 cpu, u64 dl, u32 idx)
 {
 	struct cpu_ctx *cc;
+	u64 curr_dl, floor;
 
 	if (!fair_wakeup_preempt || cpu < 0 || !bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
 		return;
 	cc = cpu_ctx_of(cpu);
-	if (!cc || !cc->curr_fair || time_after(to_shared(dl, idx), cc->curr_fair_deadline))
+	if (!cc || !cc->curr_fair)
 		return;
+	curr_dl = cc->curr_fair_deadline;
+	if (!fair_user_mode) {
+		/*
+		 * Section 3: where the running task would be queued if it
+		 * stopped now, so that the pick after the kick agrees.
+		 */
+		floor = runnable_floor(clock_read(SHARED_CLOCK), cc->curr_fair_lag);
+		if (time_before(cc->curr_fair_vstart, floor))
+			curr_dl += floor - cc->curr_fair_vstart;
+	}
+	if (time_after(to_shared(dl, idx), curr_dl))
+		return;
+	cc->fair_preempt_pending = 1;
 	scx_bpf_kick_cpu(cpu, SCX_KICK_PREEMPT);
 	stat_inc(STAT_FAIR_PREEMPT);
 }
@@ -405,7 +467,7 @@ static bool keep_prev(struct task_struct *prev, u64 best)
 {
 	struct task_ctx *tctx;
 	struct cpu_ctx *cc;
-	u64 slice = slice_max_ns, next;
+	u64 slice = slice_max_ns, next, floor;
 	u32 idx = SHARED_CLOCK;
 
 	if (!prev || !(prev->scx.flags & SCX_TASK_QUEUED))
@@ -414,6 +476,16 @@ static bool keep_prev(struct task_struct *prev, u64 best)
 	tctx = task_ctx_get(prev);
 	if (!tctx || !tctx->fair_dispatched)
 		return false;
+	/*
+	 * A wakeup kicked this CPU to preempt @prev (section 5). Deciding
+	 * again here, without the floor that decision used, could keep a task
+	 * with banked credit on the CPU and waste the kick.
+	 */
+	cc = cpu_ctx_of(scx_bpf_task_cpu(prev));
+	if (cc && cc->fair_preempt_pending) {
+		cc->fair_preempt_pending = 0;
+		return false;
+	}
 	if (fair_user_mode) {
 		next = prev->scx.dsq_vtime + scale_by_task_weight_inverse(prev, slice);
 	} else {
@@ -421,6 +493,13 @@ static bool keep_prev(struct task_struct *prev, u64 best)
 		fair_charge(prev, tctx);
 		slice = fair_slice();
 		idx = clock_of_task(prev);
+		/*
+		 * Section 3: its lag is bounded like any runnable task's, and
+		 * with nothing queued it competed with no one: it has none.
+		 */
+		floor = best == (u64)-1 ? clock_read(idx) : runnable_floor(clock_read(idx), runnable_lag(prev));
+		if (time_before(tctx->fair_vruntime, floor))
+			tctx->fair_vruntime = floor;
 		next = tctx->fair_vruntime + scale_by_task_weight_inverse(prev, slice);
 	}
 	if (to_shared(next, idx) >= best)
@@ -432,8 +511,11 @@ static bool keep_prev(struct task_struct *prev, u64 best)
 		tctx->fair_deadline = next;
 		clock_advance(idx, tctx->fair_vruntime);
 		cc = cpu_ctx_of(scx_bpf_task_cpu(prev));
-		if (cc)
+		if (cc) {
 			cc->curr_fair_deadline = to_shared(next, idx);
+			cc->curr_fair_vstart = to_shared(tctx->fair_vruntime, idx);
+			cc->curr_fair_lag = runnable_lag(prev);
+		}
 	}
 	return true;
 }
@@ -521,9 +603,14 @@ __hidden void fair_running(struct task_struct *p, struct task_ctx *tctx, struct 
 	}
 	if (cc) {
 		cc->curr_fair = fair;
-		if (fair)
-			cc->curr_fair_deadline = fair_user_mode ? p->scx.dsq_vtime
-							: to_shared(tctx->fair_deadline, idx);
+		cc->fair_preempt_pending = 0;
+		if (fair && fair_user_mode) {
+			cc->curr_fair_deadline = p->scx.dsq_vtime;
+		} else if (fair) {
+			cc->curr_fair_deadline = to_shared(tctx->fair_deadline, idx);
+			cc->curr_fair_vstart = to_shared(tctx->fair_vruntime, idx);
+			cc->curr_fair_lag = runnable_lag(p);
+		}
 	}
 	if (fair && fair_user_mode)
 		usersched_running(p);

@@ -87,8 +87,10 @@ struct cpu_ctx {
 	u32 curr_express;	/* running an express-lane task */
 	u64 express_runs;	/* express-lane runs started here */
 	u64 curr_fair_deadline;	/* deadline of the fair-path task running, on the shared clock */
+	u64 curr_fair_vstart;	/* its vruntime when that deadline was set, on the shared clock */
+	u64 curr_fair_lag;	/* how far it may lag the front (fair.bpf.c, runnable_lag()) */
 	u32 curr_fair;		/* a fair-path task runs here (its deadline is valid) */
-	u32 __pad;
+	u32 fair_preempt_pending; /* a wakeup kicked it to preempt that task */
 };
 
 /* Task classes. Every classification source writes one of these. */
