@@ -36,22 +36,20 @@
  *
  *    A waking task comes back at most one slice_max behind its clock's
  *    front, as under EEVDF: sleeping buys a prompt wakeup, never a
- *    monopoly. A task that stayed runnable keeps its exact position, or
- *    weights would drift, unless it is more than two of its own slices
- *    ahead of the front: then it ran where the front did not follow, and
- *    it comes back at that bound instead of waiting for everyone else
- *    (what the bound drops is counted as fair_forgiven_ms).
- *
- *    Credit is bounded for running tasks too, in the two places where it
- *    would otherwise decide: a task that keeps its CPU with nothing queued
- *    competed with no one, so it is pulled up to the same floor; and a
- *    wakeup compares its deadline with the running task's as if that
- *    task's vruntime were at least at the floor. Without this, a hog alone
- *    on its CPU falls behind the shared front whenever hogs elsewhere run
- *    ahead, and by one slice_max it can no longer be preempted by any
- *    wakeup: a timer-driven task beside one hog per CPU waited whole
- *    slices, two ticks each (p99 tens of ms where EEVDF's is about 1.5 ms,
- *    docs/benchmarks.md, "The committed full run").
+ *    monopoly. A task that stayed runnable keeps its position within
+ *    runnable_lag() of the front (slice_max - slice_min at nice 0, more
+ *    for lighter tasks, whose slices span more virtual time), so nice
+ *    splits are kept. Without that bound a hog alone on its CPU falls
+ *    behind the shared front whenever hogs elsewhere run ahead, and its
+ *    deadline beats every wakeup: a timer-driven task beside one hog per
+ *    CPU waited whole slices (p99 tens of ms where EEVDF's is a few ms,
+ *    docs/benchmarks.md, "Wakeups beside one hog per CPU"). The bound is
+ *    slice_min short of a sleeper's credit, so the two never tie. A task
+ *    that keeps its CPU with nothing queued competed with no one and is
+ *    pulled to the front. At the other end, a task more than two of its
+ *    own slices ahead of the front ran where the front did not
+ *    follow, and it comes back at that bound instead of waiting for
+ *    everyone else (what the bound drops is counted as fair_forgiven_ms).
  *
  * 4. Placement
  *
