@@ -62,11 +62,21 @@ rustland | bpfland | lavd | cosmos)
     ;;
 *) fail "unknown scheduler '$S'" ;;
 esac
+# alive PID: the process exists and is not a zombie (an exited child
+# stays one until the shell reaps it, and kill -0 still succeeds on it).
+alive() {
+    [ -r "/proc/$1/stat" ] && [ "$(cut -d')' -f2 "/proc/$1/stat" | cut -d' ' -f2)" != Z ]
+}
+attached_or_gone() { [ "$(sched_state)" = enabled ] || ! alive "$spid"; }
 attach_cs=0
 if [ -n "$spid" ]; then
     t0=$(uptime_cs)
-    if ! wait_sched_state enabled "$BENCH_ATTACH_TIMEOUT"; then
+    # A scheduler that exits at once (a load error) fails the boot at once,
+    # not after the whole attach timeout.
+    wait_until "$BENCH_ATTACH_TIMEOUT" attached_or_gone || true
+    if [ "$(sched_state)" != enabled ]; then
         tail -n 30 /tmp/sched.log
+        alive "$spid" || fail "$S exited before attaching (its log is above)"
         fail "$S did not attach within ${BENCH_ATTACH_TIMEOUT}s"
     fi
     attach_cs=$(($(uptime_cs) - t0))
