@@ -66,7 +66,7 @@ s32 fair_init(void);
 void fair_note_wakeup(struct task_struct *p, u64 wake_flags);
 void fair_dispatch_idle(struct task_struct *p, u64 dsq_id, u64 enq_flags);
 void fair_enqueue(struct task_struct *p, u64 enq_flags);
-void fair_pick(s32 cpu, struct task_struct *prev);
+void fair_pick(s32 cpu, struct task_struct *prev, bool rt_held);
 void fair_running(struct task_struct *p, struct task_ctx *tctx, struct cpu_ctx *cc);
 void fair_stopping(struct task_struct *p, struct task_ctx *tctx, struct cpu_ctx *cc);
 void note_fair_dispatch(struct task_struct *p, bool fair);

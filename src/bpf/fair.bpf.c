@@ -149,6 +149,7 @@ static void clock_advance(u32 idx, u64 v)
 {
 	u64 old;
 
+	barrier_var(idx);	/* as in clock_read() */
 	if (fair_user_mode || idx >= NR_FAIR_CLOCKS)
 		return;
 	old = fair_clock[idx];
@@ -545,10 +546,27 @@ static bool move_shared_local(s32 cpu, u64 head)
 	return false;
 }
 
-/* @prev may keep the CPU, else the earliest deadline runs. */
-__hidden void fair_pick(s32 cpu, struct task_struct *prev)
+/*
+ * @prev may keep the CPU, else the earliest deadline runs. @rt_held: an RT
+ * task holds this CPU (main.bpf.c, rt_waits_here()), so the ext deadline
+ * server's few ms a second here belong to a @prev pinned to it; the shared
+ * DSQ's tasks can run elsewhere. Without this, the lag bound (section 3)
+ * makes a pinned hog alternate with shared ones and it kept about half the
+ * server's time (docs/operations.md, "What the hostile-conditions
+ * tests found").
+ */
+__hidden void fair_pick(s32 cpu, struct task_struct *prev, bool rt_held)
 {
 	u64 local = head_key(cpu), shared = head_key(SHARED_DSQ);
+
+	if (rt_held && prev && prev->nr_cpus_allowed == 1) {
+		struct cpu_ctx *cc = cpu_ctx_of(cpu);
+
+		/* Nor may a wakeup's preemption (section 5) hand it over. */
+		if (cc)
+			cc->fair_preempt_pending = 0;
+		shared = (u64)-1;
+	}
 
 	if (keep_prev(prev, local < shared ? local : shared))
 		return;

@@ -257,8 +257,9 @@ void BPF_STRUCT_OPS(express_enqueue, struct task_struct *p, u64 enq_flags)
  * An RT task runs or waits on this CPU, so sched_ext tasks get only what
  * the kernel's ext deadline server grants them here (50 ms a second by
  * default). Spend it on the tasks that can run nowhere else: those waiting
- * in this CPU's own DSQ (pinned tasks). The shared DSQ's tasks can run on
- * other CPUs. (Not dl.dl_nr_running: it counts the deadline servers too.)
+ * in this CPU's own DSQ (pinned tasks), and a pinned @prev whose slice ran
+ * out (fair_pick() keeps it). The shared DSQ's tasks can run on other
+ * CPUs. (Not dl.dl_nr_running: it counts the deadline servers too.)
  */
 static bool rt_waits_here(void)
 {
@@ -272,7 +273,9 @@ void BPF_STRUCT_OPS(express_dispatch, s32 cpu, struct task_struct *prev)
 	/* Userspace's decisions first: some are bound for other CPUs. */
 	if (fair_user_mode && !usersched_drain())
 		return;
-	if (rt_waits_here() && scx_bpf_dsq_move_to_local(cpu, 0))
+	bool rt_held = rt_waits_here();
+
+	if (rt_held && scx_bpf_dsq_move_to_local(cpu, 0))
 		return;
 	/*
 	 * The kernel picks the next task before it re-enqueues @prev, so an
@@ -281,7 +284,7 @@ void BPF_STRUCT_OPS(express_dispatch, s32 cpu, struct task_struct *prev)
 	 */
 	if (express_lane_keep(prev))
 		return;
-	fair_pick(cpu, prev);
+	fair_pick(cpu, prev, rt_held);
 }
 
 void BPF_STRUCT_OPS(express_running, struct task_struct *p)

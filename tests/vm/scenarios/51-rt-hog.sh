@@ -9,9 +9,19 @@
 # nowhere else), the decode (gpu) and agent stand-ins and two unpinned
 # hogs; this shell stays on the last CPU so its checks run on time. Every
 # 5 s of the window: no ejection, no stall or sched_ext error in dmesg, and
-# every task, the pinned hogs included, got CPU time; over the window each
-# pinned hog got at least half of what the server guarantees
-# (runtime/period of the window). SIGINT then detaches cleanly.
+# every task, the pinned hogs included, got CPU time. Over the window, on
+# each RT-held CPU, the time the RT hog waited (what the CPU gave everyone
+# else) is at least half of what the server promises (runtime/period of
+# the window), and the pinned hog ran for at least a third of it. SIGINT
+# then detaches cleanly.
+# Why not the pinned hog against the promise itself: the server's 5% also
+# pays for the CPU's kworkers and, under TCG, for interrupt time, so the
+# pinned hog runs for about two thirds of the granted time, 3-4% of the
+# window; a check at half of 5%, in ticks read one process at a time,
+# failed now and then (docs/operations.md, "What the hostile-conditions
+# tests found"). What matters is whom the granted time goes to: when it
+# went to tasks from the shared DSQ (before express_cpu_release and the
+# RT-aware dispatch), the pinned hog got a small fraction of it.
 # On 7.2.13 only the boot CPU has live servers: CPUs onlined later (the
 # guest boots with maxcpus=1) read runtime 0 for both the fair and the ext
 # server, and a sched_ext task pinned under an RT hog there gets nothing.
@@ -78,22 +88,43 @@ log "SCHED_FIFO busy loops on CPUs 0-$((LAST - 1)) for ${RT_SECS}s"
 rt_running() {
     for p in $rts; do alive "$p" || return 1; done
 }
-# sample VAR: each pinned hog's CPU ticks into VAR_<cpu>, the time into VAR_t.
+# sample VAR: the uptime (ms) into VAR_t; from /proc/PID/schedstat, each
+# pinned hog's run time (ms) into VAR_<cpu>, and how long its CPU's RT hog
+# waited (ms) into VAR_rt<cpu>: the RT hog is always runnable, so its wait
+# is the time its CPU gave everyone else, on the scheduler's own clock
+# (against the uptime clock, its run time drifted by a few % of the window
+# under TCG, the size of the server's share). One awk reads them all, so
+# that they agree (this shell's CPU is crowded: read one by one, the
+# readings spread over up to a second). Fails, setting nothing, if a task
+# has gone.
 sample() {
-    eval "$1_t=\$(uptime_cs)"
+    _var=$1 _files=/proc/uptime _n=1 cpu=0
+    for p in $rts; do
+        eval "_files=\"\$_files /proc/\$pinned$cpu/schedstat /proc/$p/schedstat\""
+        _n=$((_n + 2)) cpu=$((cpu + 1))
+    done
+    # shellcheck disable=SC2086 # the file list splits on purpose
+    _vals=$(awk 'FNR == 1 { f++; printf "%d ", (f == 1 ? $1 * 1000 : (f % 2 ? $2 : $1) / 1e6) }' \
+        $_files 2>/dev/null) || return 1
+    # shellcheck disable=SC2086
+    set -- $_vals
+    [ $# -eq "$_n" ] || return 1
+    eval "${_var}_t=$1"
+    shift
     cpu=0
-    while [ "$cpu" -lt "$LAST" ]; do
-        eval "$1_$cpu=\$(thread_cputime \$pinned$cpu)"
+    while [ $# -ge 2 ]; do
+        eval "${_var}_$cpu=$1 ${_var}_rt$cpu=$2"
+        shift 2
         cpu=$((cpu + 1))
     done
 }
 # The guarantee is checked over the part of the window that samples
 # taken while every RT hog still ran cover.
-sample s0
+sample s0 || fail "cannot read the hogs' run times"
 while rt_running; do
     sleep 5
     if rt_running; then
-        sample s1
+        sample s1 || true
     fi
     guarded_ok "under RT"
     tracked_progressed "under RT"
@@ -102,20 +133,22 @@ for p in $rts; do wait "$p" || fail "an RT hog exited $?"; done
 echo "$rt_runtime" >/proc/sys/kernel/sched_rt_runtime_us
 echo "ok: no ejection, no stall, every task ran while RT hogs held CPUs 0-$((LAST - 1))"
 
-# What the server guarantees over the sampled window, in ticks (1 cs each).
+# What the server promises over the sampled window, in ms.
 [ -n "${s1_t:-}" ] || fail "no sample was taken under the RT hogs"
 span=$((s1_t - s0_t))
-want=$((span * runtime / period / 2))
-[ "$want" -gt 0 ] || fail "the sampled window (${span} cs) is too short to check the guarantee"
+promised=$((span * runtime / period))
+[ "$promised" -ge 100 ] || fail "the sampled window (${span} ms) is too short to check the guarantee"
 cpu=0
 while [ "$cpu" -lt "$LAST" ]; do
-    eval "got=\$((s1_$cpu - s0_$cpu))"
-    log "cpu$cpu: pinned hog got $got ticks in ${span} cs under the RT hog (RT hog: $(sed -n 's/^cpu_ms=//p' /tmp/rt$cpu.out) ms of CPU)"
-    [ "$got" -ge "$want" ] ||
-        fail_logs "the hog pinned to cpu$cpu got $got ticks under the RT hog, under half the server's guarantee ($want)"
+    eval "got=\$((s1_$cpu - s0_$cpu)) granted=\$((s1_rt$cpu - s0_rt$cpu))"
+    log "cpu$cpu: in ${span} ms under the RT hog, the RT hog waited $granted ms (the server promises sched_ext $promised); the pinned hog ran $got ms"
+    [ "$granted" -ge $((promised / 2)) ] ||
+        fail_logs "cpu$cpu: the RT hog left sched_ext only $granted ms of ${span}, under half the server's $promised"
+    [ "$got" -ge $((granted / 3)) ] ||
+        fail_logs "the hog pinned to cpu$cpu ran $got of the $granted ms its CPU's RT hog left: under a third, so the rest went elsewhere"
     cpu=$((cpu + 1))
 done
-echo "ok: the ext deadline server kept the pinned hogs running (at least $want ticks each)"
+echo "ok: the ext deadline server's time on each RT-held CPU went mostly to the hog pinned there"
 
 finish_standins
 guarded_ok "end"
