@@ -238,21 +238,25 @@ pub struct ThreadFacts {
 }
 
 impl ThreadFacts {
+    #[cfg(test)]
     pub fn read(proc_root: &Path, pid: i32, tid: i32) -> Option<Self> {
         let pdir = proc_root.join(pid.to_string());
         let comm = read_trimmed(pdir.join("task").join(tid.to_string()).join("comm"))?;
         let exe = std::fs::read_link(pdir.join("exe"))
             .map(|p| p.to_string_lossy().into_owned())
             .unwrap_or_default();
-        // cgroup v2: the line "0::/path".
         let cgroup = read_trimmed(pdir.join("task").join(tid.to_string()).join("cgroup"))
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("0::").map(str::to_string))
-            })
+            .map(|s| cgroup_v2_path(&s))
             .unwrap_or_default();
         Some(Self { comm, exe, cgroup })
     }
+}
+
+/// The cgroup v2 path in a `/proc/.../cgroup` file: its line "0::/path".
+fn cgroup_v2_path(file: &str) -> String {
+    file.lines()
+        .find_map(|l| l.strip_prefix("0::").map(str::to_string))
+        .unwrap_or_default()
 }
 
 /// A rule ready to match.
@@ -298,45 +302,131 @@ pub fn rule_class(rules: &[CompiledRule], t: &ThreadFacts) -> Option<ClassName> 
     rules.iter().find(|r| r.matches(t)).map(|r| r.class)
 }
 
+/// Which facts the rules look at. The others are not read: each is a file
+/// read per thread per pass, every `scan_interval_ms`, and a GPU host runs
+/// 10^3-10^4 threads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Needs {
+    comm: bool,
+    exe: bool,
+    cgroup: bool,
+}
+
 /// Applies rules to every thread, writing only what changed.
 pub struct RuleEngine {
     rules: Vec<CompiledRule>,
+    needs: Needs,
     applied: HashMap<i32, ClassName>,
+    /// Kernel threads seen, not looked at again until the next reset (a
+    /// pid can be reused, so it is forgotten every KERNEL_RECHECK passes).
+    kernel: HashSet<i32>,
+    passes: u32,
 }
+
+/// Passes between two looks at the kernel threads' pids (about 2 s at the
+/// default scan interval); a readlink per kernel thread per pass was most
+/// of a pass's cost.
+const KERNEL_RECHECK: u32 = 8;
 
 impl RuleEngine {
     pub fn new(rules: &[Rule]) -> Result<Self> {
+        let needs = Needs {
+            comm: rules.iter().any(|r| r.comm.is_some()),
+            exe: rules.iter().any(|r| r.exe.is_some()),
+            cgroup: rules.iter().any(|r| r.cgroup_prefix.is_some()),
+        };
         Ok(Self {
             rules: rules.iter().map(CompiledRule::new).collect::<Result<_>>()?,
+            needs,
             applied: HashMap::new(),
+            kernel: HashSet::new(),
+            passes: 0,
         })
+    }
+
+    /// The class each user thread under `proc_root` gets from the rules.
+    /// Kernel threads (no `exe`) are skipped: rules never class them, and
+    /// they are most of the threads of a small machine (a 2-vCPU VM: about
+    /// 100 of 150), so reading them made a pass with a comm rule cost the
+    /// daemon over 10% of a CPU there.
+    pub fn matches_in(&mut self, proc_root: &Path) -> Vec<(i32, ClassName)> {
+        let mut out = Vec::new();
+        if self.rules.is_empty() {
+            return out;
+        }
+        self.passes = self.passes.wrapping_add(1);
+        if self.passes.is_multiple_of(KERNEL_RECHECK) {
+            self.kernel.clear();
+        }
+        let Ok(procs) = std::fs::read_dir(proc_root) else {
+            return out;
+        };
+        for p in procs.flatten() {
+            let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            if self.kernel.contains(&pid) {
+                continue;
+            }
+            let pdir = p.path();
+            let Ok(exe) = std::fs::read_link(pdir.join("exe")) else {
+                // A kernel thread, a zombie, or gone: none has a class to get.
+                self.kernel.insert(pid);
+                continue;
+            };
+            let exe = if self.needs.exe {
+                exe.to_string_lossy().into_owned()
+            } else {
+                String::new()
+            };
+            let Ok(tids) = threads_of(proc_root, pid) else {
+                continue;
+            };
+            for tid in tids {
+                let tdir = pdir.join("task").join(tid.to_string());
+                let field = |need: bool, name: &str| {
+                    if need {
+                        read_trimmed(tdir.join(name))
+                    } else {
+                        Some(String::new())
+                    }
+                };
+                let (Some(comm), Some(cgroup)) = (
+                    field(self.needs.comm, "comm"),
+                    field(self.needs.cgroup, "cgroup"),
+                ) else {
+                    continue; // exited meanwhile
+                };
+                let facts = ThreadFacts {
+                    comm,
+                    exe: exe.clone(),
+                    cgroup: cgroup_v2_path(&cgroup),
+                };
+                if let Some(class) = rule_class(&self.rules, &facts) {
+                    out.push((tid, class));
+                }
+            }
+        }
+        out
     }
 
     pub fn apply(&mut self, map: &TaskMap, proc_root: &Path) {
         if self.rules.is_empty() {
             return;
         }
-        let mut now_applied = HashMap::new();
-        for (pid, tid) in all_threads(proc_root) {
-            let Some(facts) = ThreadFacts::read(proc_root, pid, tid) else {
-                continue;
-            };
-            match rule_class(&self.rules, &facts) {
-                Some(class) => {
-                    if self.applied.get(&tid) != Some(&class) {
-                        match map.set_class(tid, class, Source::Rule) {
-                            Ok(_) => debug!("rule: {tid} ({}) -> {}", facts.comm, class.as_str()),
-                            Err(e) => debug!("rule: {tid}: {e:#}"),
-                        }
-                    }
-                    now_applied.insert(tid, class);
+        let now_applied: HashMap<i32, ClassName> = self.matches_in(proc_root).into_iter().collect();
+        for (&tid, &class) in &now_applied {
+            if self.applied.get(&tid) != Some(&class) {
+                match map.set_class(tid, class, Source::Rule) {
+                    Ok(_) => debug!("rule: {tid} -> {}", class.as_str()),
+                    Err(e) => debug!("rule: {tid}: {e:#}"),
                 }
-                None => {
-                    // It left the cgroup, or changed name: undo our class.
-                    if self.applied.contains_key(&tid) {
-                        let _ = map.clear_class(tid, Source::Rule);
-                    }
-                }
+            }
+        }
+        // It left the cgroup, changed name, or exited: undo our class.
+        for tid in self.applied.keys() {
+            if !now_applied.contains_key(tid) {
+                let _ = map.clear_class(*tid, Source::Rule);
             }
         }
         self.applied = now_applied;
@@ -761,6 +851,49 @@ mod tests {
         assert!(Source::Rule > Source::Marker);
         assert!(Source::Marker > Source::Probe);
         assert!(Source::Probe > Source::None);
+    }
+
+    #[test]
+    fn rules_skip_kernel_threads_and_read_only_what_they_match_on() {
+        let root = std::env::temp_dir().join(format!("scx-rules-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let thread = |pid: i32, tid: i32, comm: &str, cgroup: Option<&str>| {
+            let t = root.join(format!("{pid}/task/{tid}"));
+            std::fs::create_dir_all(&t).unwrap();
+            std::fs::write(t.join("comm"), format!("{comm}\n")).unwrap();
+            if let Some(cg) = cgroup {
+                std::fs::write(t.join("cgroup"), format!("0::{cg}\n")).unwrap();
+            }
+        };
+        thread(2, 2, "launcher", Some("/")); // a kernel thread: no exe
+        thread(10, 10, "python3", Some("/jobs/a"));
+        thread(10, 11, "launcher", Some("/jobs/a"));
+        thread(20, 20, "launcher", None); // no cgroup file: only comm rules read
+        std::os::unix::fs::symlink("/usr/bin/python3", root.join("10/exe")).unwrap();
+        std::os::unix::fs::symlink("/opt/x", root.join("20/exe")).unwrap();
+
+        let mut comm_only = RuleEngine::new(&[Rule {
+            class: ClassName::Gpu,
+            cgroup_prefix: None,
+            comm: Some("launcher".into()),
+            exe: None,
+        }])
+        .unwrap();
+        let mut got = comm_only.matches_in(&root);
+        got.sort_unstable_by_key(|&(t, _)| t);
+        assert_eq!(got, vec![(11, ClassName::Gpu), (20, ClassName::Gpu)]);
+
+        let mut by_cgroup = RuleEngine::new(&[Rule {
+            class: ClassName::Agent,
+            cgroup_prefix: Some("/jobs".into()),
+            comm: None,
+            exe: None,
+        }])
+        .unwrap();
+        let mut got = by_cgroup.matches_in(&root);
+        got.sort_unstable_by_key(|&(t, _)| t);
+        assert_eq!(got, vec![(10, ClassName::Agent), (11, ClassName::Agent)]);
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]
