@@ -258,11 +258,12 @@ impl<'a> Scheduler<'a> {
     }
 
     /// Sums the per-CPU BPF counters.
-    fn read_counters(&self) -> Result<[u64; bpf_intf::stat_idx_NR_EXPRESS_STATS as usize]> {
-        let mut out = [0u64; bpf_intf::stat_idx_NR_EXPRESS_STATS as usize];
+    /// Counters 0..`n` of a per-CPU u64 array map, summed over CPUs.
+    fn sum_percpu(map: &impl MapCore, n: usize) -> Result<Vec<u64>> {
+        let mut out = vec![0u64; n];
         for (i, slot) in out.iter_mut().enumerate() {
             let key = (i as u32).to_ne_bytes();
-            if let Some(per_cpu) = self.skel.maps.stats.lookup_percpu(&key, MapFlags::ANY)? {
+            if let Some(per_cpu) = map.lookup_percpu(&key, MapFlags::ANY)? {
                 *slot = per_cpu
                     .iter()
                     .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
@@ -270,6 +271,11 @@ impl<'a> Scheduler<'a> {
             }
         }
         Ok(out)
+    }
+
+    fn read_counters(&self) -> Result<Vec<u64>> {
+        let n = bpf_intf::stat_idx_NR_EXPRESS_STATS as usize;
+        Self::sum_percpu(&self.skel.maps.stats, n)
     }
 
     fn metrics(&self) -> Result<Metrics> {
@@ -341,22 +347,7 @@ impl<'a> Scheduler<'a> {
     /// Sums the per-CPU per-class express-lane counters.
     fn read_lane_counters(&self) -> Result<Vec<u64>> {
         let n = (bpf_intf::task_class_NR_CLASSES * bpf_intf::lane_stat_idx_NR_LANE_STATS) as usize;
-        let mut out = vec![0u64; n];
-        for (i, slot) in out.iter_mut().enumerate() {
-            let key = (i as u32).to_ne_bytes();
-            if let Some(per_cpu) = self
-                .skel
-                .maps
-                .lane_stats
-                .lookup_percpu(&key, MapFlags::ANY)?
-            {
-                *slot = per_cpu
-                    .iter()
-                    .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
-                    .sum();
-            }
-        }
-        Ok(out)
+        Self::sum_percpu(&self.skel.maps.lane_stats, n)
     }
 
     /// Express runs and IRQ load per CPU.

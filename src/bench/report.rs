@@ -544,6 +544,23 @@ fn headline_scenario(p: &Plan) -> Scenario {
     }
 }
 
+/// The VMs' vCPUs as their boots reported them, else the plan's: a
+/// bundle's runner may boot them with another `--smp` than the plan's.
+fn reported_smp(r: &Results) -> String {
+    let mut seen: Vec<&str> = r
+        .boots
+        .iter()
+        .filter_map(|b| b.info.get("smp").map(String::as_str))
+        .collect();
+    seen.sort_unstable();
+    seen.dedup();
+    if seen.is_empty() {
+        r.plan.smp.to_string()
+    } else {
+        seen.join(", ")
+    }
+}
+
 /// report.md. `plots` are the PNG file names (same directory).
 pub fn markdown(r: &Results, plots: &[(String, String)]) -> String {
     let p = &r.plan;
@@ -563,7 +580,8 @@ pub fn markdown(r: &Results, plots: &[(String, String)]) -> String {
     let _ = writeln!(
         md,
         "- VMs: {} vCPUs, {} memory, one boot per scheduler",
-        p.smp, p.mem
+        reported_smp(r),
+        p.mem
     );
     let _ = writeln!(
         md,
@@ -1085,6 +1103,33 @@ mod tests {
         assert!(md.contains("### The express lane during"), "{md}");
         assert!(md.contains("| agent cpu4x | 2 | 2 | 0 |"), "{md}");
         assert!(md.contains("| decode cpu4x | 0 | 0 | 0 |"), "{md}");
+    }
+
+    #[test]
+    fn the_header_gives_the_vcpus_the_boots_reported() {
+        let p = smoke_plan();
+        let header = |r: &Results| {
+            markdown(r, &[])
+                .lines()
+                .find(|l| l.starts_with("- VMs:"))
+                .unwrap()
+                .to_string()
+        };
+        let r = Results::build(&p, raw_cells(&p, None), String::new());
+        assert!(header(&r).starts_with("- VMs: 2 vCPUs"), "{}", header(&r));
+        // A bundle's runner booted them with --smp 8: the plan still says 2.
+        let raw = raw_cells(&p, None)
+            .into_iter()
+            .map(|mut c| {
+                if c.kind == Kind::Info {
+                    c.meta.insert("smp".into(), "8".into());
+                }
+                c
+            })
+            .collect();
+        let r = Results::build(&p, raw, String::new());
+        assert_eq!(p.smp, 2);
+        assert!(header(&r).starts_with("- VMs: 8 vCPUs"), "{}", header(&r));
     }
 
     #[test]
