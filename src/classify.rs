@@ -206,16 +206,21 @@ pub fn threads_of(proc_root: &Path, pid: i32) -> Result<Vec<i32>> {
     Ok(tids)
 }
 
+/// Every process id under `proc_root` (empty if it cannot be read).
+fn pids(proc_root: &Path) -> Vec<i32> {
+    let Ok(procs) = std::fs::read_dir(proc_root) else {
+        return Vec::new();
+    };
+    procs
+        .flatten()
+        .filter_map(|p| p.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
 /// Every (pid, tid) on the system.
 pub fn all_threads(proc_root: &Path) -> Vec<(i32, i32)> {
     let mut out = Vec::new();
-    let Ok(procs) = std::fs::read_dir(proc_root) else {
-        return out;
-    };
-    for p in procs.flatten() {
-        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
+    for pid in pids(proc_root) {
         if let Ok(tids) = threads_of(proc_root, pid) {
             out.extend(tids.into_iter().map(|t| (pid, t)));
         }
@@ -235,21 +240,6 @@ pub struct ThreadFacts {
     pub comm: String,
     pub exe: String,
     pub cgroup: String,
-}
-
-impl ThreadFacts {
-    #[cfg(test)]
-    pub fn read(proc_root: &Path, pid: i32, tid: i32) -> Option<Self> {
-        let pdir = proc_root.join(pid.to_string());
-        let comm = read_trimmed(pdir.join("task").join(tid.to_string()).join("comm"))?;
-        let exe = std::fs::read_link(pdir.join("exe"))
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let cgroup = read_trimmed(pdir.join("task").join(tid.to_string()).join("cgroup"))
-            .map(|s| cgroup_v2_path(&s))
-            .unwrap_or_default();
-        Some(Self { comm, exe, cgroup })
-    }
 }
 
 /// The cgroup v2 path in a `/proc/.../cgroup` file: its line "0::/path".
@@ -358,17 +348,11 @@ impl RuleEngine {
         if self.passes.is_multiple_of(KERNEL_RECHECK) {
             self.kernel.clear();
         }
-        let Ok(procs) = std::fs::read_dir(proc_root) else {
-            return out;
-        };
-        for p in procs.flatten() {
-            let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-                continue;
-            };
+        for pid in pids(proc_root) {
             if self.kernel.contains(&pid) {
                 continue;
             }
-            let pdir = p.path();
+            let pdir = proc_root.join(pid.to_string());
             let Ok(exe) = std::fs::read_link(pdir.join("exe")) else {
                 // A kernel thread, a zombie, or gone: none has a class to get.
                 self.kernel.insert(pid);
@@ -411,9 +395,6 @@ impl RuleEngine {
     }
 
     pub fn apply(&mut self, map: &TaskMap, proc_root: &Path) {
-        if self.rules.is_empty() {
-            return;
-        }
         let now_applied: HashMap<i32, ClassName> = self.matches_in(proc_root).into_iter().collect();
         for (&tid, &class) in &now_applied {
             if self.applied.get(&tid) != Some(&class) {
@@ -901,8 +882,17 @@ mod tests {
         let me = std::process::id() as i32;
         let tids = threads_of(Path::new("/proc"), me).unwrap();
         assert!(tids.contains(&me));
-        let f = ThreadFacts::read(Path::new("/proc"), me, me).unwrap();
-        assert!(!f.comm.is_empty());
+        // The rule pass reads this thread's comm and cgroup from the real /proc.
+        let mut any = RuleEngine::new(&[Rule {
+            class: ClassName::Agent,
+            cgroup_prefix: Some(String::new()),
+            comm: Some("*".into()),
+            exe: None,
+        }])
+        .unwrap();
+        assert!(any
+            .matches_in(Path::new("/proc"))
+            .contains(&(me, ClassName::Agent)));
     }
 
     #[test]

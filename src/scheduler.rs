@@ -257,7 +257,6 @@ impl<'a> Scheduler<'a> {
         }
     }
 
-    /// Sums the per-CPU BPF counters.
     /// Counters 0..`n` of a per-CPU u64 array map, summed over CPUs.
     fn sum_percpu(map: &impl MapCore, n: usize) -> Result<Vec<u64>> {
         let mut out = vec![0u64; n];
@@ -273,6 +272,7 @@ impl<'a> Scheduler<'a> {
         Ok(out)
     }
 
+    /// Sums the per-CPU BPF counters.
     fn read_counters(&self) -> Result<Vec<u64>> {
         let n = bpf_intf::stat_idx_NR_EXPRESS_STATS as usize;
         Self::sum_percpu(&self.skel.maps.stats, n)
