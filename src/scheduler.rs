@@ -335,6 +335,7 @@ impl<'a> Scheduler<'a> {
             fair_queued: c[stat_idx_STAT_FAIR_QUEUED as usize],
             fair_charged_ms: charged_ns / MS,
             fair_forgiven_ms: forgiven_ns / MS,
+            fair_starved: c[stat_idx_STAT_FAIR_STARVED as usize],
             user_lag_max_us: self.user_lag_max_ns / US,
             fair_tasks: self.policy.nr_tasks() as u64,
             probed_libraries: probes.libraries,

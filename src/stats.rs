@@ -96,6 +96,8 @@ pub struct Metrics {
         desc = "Of it, CPU time forgiven at the debt ceiling: used away from the fair path's order (ms)"
     )]
     pub fair_forgiven_ms: u64,
+    #[stat(desc = "Queued fair-path tasks the starvation guard ran out of deadline order")]
+    pub fair_starved: u64,
     #[stat(
         desc = "Longest wait of a task for the userspace scheduler to read it, last second (us)"
     )]
@@ -164,7 +166,7 @@ impl Metrics {
         writeln!(
             w,
             "[fair] wakeups {} | decide avg {:.0}us | wait avg {:.0}us >1ms {} | preempted {} | user lag max {}us \
-             | charged {}ms forgiven {}ms",
+             | charged {}ms forgiven {}ms | starved {}",
             self.fair_wakeups,
             self.fair_decide_us as f64 / wakeups,
             self.fair_wait_us as f64 / wakeups,
@@ -173,6 +175,7 @@ impl Metrics {
             self.user_lag_max_us,
             self.fair_charged_ms,
             self.fair_forgiven_ms,
+            self.fair_starved,
         )?;
         for (name, c) in &self.classes {
             writeln!(
@@ -247,6 +250,7 @@ impl Metrics {
             fair_queued: self.fair_queued.wrapping_sub(prev.fair_queued),
             fair_charged_ms: self.fair_charged_ms.wrapping_sub(prev.fair_charged_ms),
             fair_forgiven_ms: self.fair_forgiven_ms.wrapping_sub(prev.fair_forgiven_ms),
+            fair_starved: self.fair_starved.wrapping_sub(prev.fair_starved),
             user_lag_max_us: self.user_lag_max_us,
             fair_tasks: self.fair_tasks,
             probed_libraries: self.probed_libraries,
@@ -269,7 +273,7 @@ pub fn openmetrics_text(m: &Metrics) -> String {
             let _ = writeln!(out, "scx_express_{name}_total{labels} {v}");
         }
     };
-    let totals: [(&str, &str, u64); 15] = [
+    let totals: [(&str, &str, u64); 16] = [
         (
             "user_queued",
             "Tasks handed to the userspace scheduler",
@@ -331,6 +335,11 @@ pub fn openmetrics_text(m: &Metrics) -> String {
             "fair_forgiven_ms",
             "Of it, CPU time forgiven at the debt ceiling, milliseconds",
             m.fair_forgiven_ms,
+        ),
+        (
+            "fair_starved",
+            "Queued fair-path tasks the starvation guard ran out of deadline order",
+            m.fair_starved,
         ),
         (
             "launch_windows",

@@ -7,7 +7,9 @@
  *   hog [--nice N] [--cpu C] [--duration S] [--json]
  *
  * Prints "pid=<pid>" at once (flushed), spins until --duration elapses or it
- * gets SIGTERM/SIGINT, then prints the iterations done and its CPU time.
+ * gets SIGTERM/SIGINT, then prints the iterations done, its CPU time and
+ * max_gap_ms: the longest time between the ends of two chunks, which is
+ * the longest it waited for a CPU (plus one chunk).
  */
 #define _GNU_SOURCE
 #include <getopt.h>
@@ -48,7 +50,7 @@ int main(int argc, char **argv)
 	bool json = false, set_nice = false;
 	long cpu = -1, nice_val = 0;
 	double duration = 0;
-	uint64_t iters = 0, t0, end_ns;
+	uint64_t iters = 0, t0, end_ns, last, t, max_gap = 0;
 	struct rusage ru;
 	double secs, cpu_ms;
 	char *end;
@@ -94,9 +96,14 @@ int main(int argc, char **argv)
 
 	t0 = now_ns();
 	end_ns = duration > 0 ? t0 + (uint64_t)(duration * 1e9) : 0;
-	while (!stop && (!end_ns || now_ns() < end_ns)) {
+	last = t0;
+	while (!stop && (!end_ns || last < end_ns)) {
 		sink = spin_iters(CHUNK, iters);
 		iters += CHUNK;
+		t = now_ns();
+		if (t - last > max_gap)
+			max_gap = t - last;
+		last = t;
 	}
 	secs = (now_ns() - t0) / 1e9;
 	getrusage(RUSAGE_SELF, &ru);
@@ -105,11 +112,12 @@ int main(int argc, char **argv)
 	printf(json ? "{\"workload\":\"hog\",\"pid\":%d,\"nice\":%ld,"
 		      "\"cpu\":%ld,\"iters\":%llu,\"elapsed_s\":%.3f,"
 		      "\"utime_ms\":%.1f,\"stime_ms\":%.1f,\"cpu_ms\":%.1f,"
-		      "\"nivcsw\":%ld}\n" :
+		      "\"nivcsw\":%ld,\"max_gap_ms\":%.1f}\n" :
 		      "pid=%d\nnice=%ld\ncpu=%ld\niters=%llu\nelapsed_s=%.3f\n"
-		      "utime_ms=%.1f\nstime_ms=%.1f\ncpu_ms=%.1f\nnivcsw=%ld\n",
+		      "utime_ms=%.1f\nstime_ms=%.1f\ncpu_ms=%.1f\nnivcsw=%ld\n"
+		      "max_gap_ms=%.1f\n",
 	       getpid(), (long)getpriority(PRIO_PROCESS, 0), cpu,
 	       (unsigned long long)iters, secs, tv_ms(ru.ru_utime),
-	       tv_ms(ru.ru_stime), cpu_ms, ru.ru_nivcsw);
+	       tv_ms(ru.ru_stime), cpu_ms, ru.ru_nivcsw, max_gap / 1e6);
 	return 0;
 }

@@ -50,6 +50,7 @@ enum stat_idx {
 	STAT_FAIR_QUEUED,	/* tasks queued by the BPF fair policy (fair.mode = "bpf") */
 	STAT_FAIR_CHARGED_NS,	/* CPU time the BPF fair policy charged to vruntime (ns) */
 	STAT_FAIR_FORGIVEN_NS,	/* of it, CPU time dropped at the debt bound (ns) */
+	STAT_FAIR_STARVED,	/* queued fair tasks run out of order after STARVE_NS */
 	NR_EXPRESS_STATS,
 };
 
@@ -141,6 +142,7 @@ struct task_ctx {
 	u64 fair_vruntime;	/* BPF fair policy: virtual runtime (fair.bpf.c) */
 	u64 fair_deadline;	/* BPF fair policy: virtual deadline of its next run */
 	u32 fair_clock;		/* index of the virtual clock it counts on, +1 (0: none yet) */
+	u64 fair_queued_ns;	/* BPF fair policy: last put in a fair DSQ at (starvation guard) */
 	u32 wake_sync;		/* ops.select_cpu() saw a synchronous wakeup */
 };
 
