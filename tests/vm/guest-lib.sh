@@ -169,10 +169,27 @@ start_scx() {
 
 # stop_scx: SIGINT the scx_express started by start_scx; fail unless it
 # exits 0 and sched_ext returns to disabled.
+# stuck_dump WHY: what a hang needs: each CPU's current and queued tasks
+# (the kernel's sched debug file), the sched_ext state dump (sysrq D) and
+# the kernel's last messages.
+stuck_dump() {
+    echo "STUCK: $*"
+    if [ -r /sys/kernel/debug/sched/debug ]; then
+        grep -E '^cpu#|  \.curr->pid|^runnable tasks|^ *[>RSD] ' /sys/kernel/debug/sched/debug | head -n 120
+    fi
+    echo D >/proc/sysrq-trigger 2>/dev/null
+    sleep 1
+    dmesg -s 1048576 | tail -n 200
+}
+
 stop_scx() {
     kill -INT "$SCX_PID"
+    # A detach that hangs (uprobe removal waits for RCU) shows why.
+    (sleep 30; alive "$SCX_PID" && stuck_dump "scx_express still running 30 s after SIGINT") &
+    _dw=$!
     wait "$SCX_PID"
     _rc=$?
+    kill "$_dw" 2>/dev/null
     [ "$_rc" = 0 ] || fail "scx_express exited $_rc after SIGINT"
     wait_sched_state disabled 10 || fail "sched_ext did not return to disabled"
     echo "ok: scx_express detached (exit 0, state disabled)"
