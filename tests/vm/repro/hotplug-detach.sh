@@ -8,7 +8,8 @@
 # stuck on CPU 1 never comes: then the console's RCU stall reports are
 # what is left).
 #   tests/vm/run.sh tests/vm/repro/hotplug-detach.sh --no-retry
-# --env PROBE_SCHED=scx_bpfland (its binary given with --bin) runs a peer instead.
+# --env PROBE_SCHED=scx_bpfland (its binary given with --bin) runs a peer
+# instead; PROBE_SCHED=none attaches nothing (the EEVDF control).
 # vmtest: smp=2 timeout=580 bins=target/release/scx_express,/usr/bin/stress-ng
 # vmtest: files=workloads/build:/opt/w tcg=single
 . /lib/vmtest/guest-lib.sh
@@ -26,8 +27,10 @@ hp() {
   n=0
   while alive $w; do sleep 1; n=$((n+1)); [ $n -lt 30 ] || dump "echo $1 > cpu1/online hangs"; done
 }
+sched=${PROBE_SCHED:-scx_express}
+[ "$sched" = none ] && sched="sleep 100000"
 for c in 1 2 3 4 5 6; do
-  ${PROBE_SCHED:-scx_express} >/tmp/s.log 2>&1 &
+  $sched >/tmp/s.log 2>&1 &
   pid=$!
   sleep 4
   stress-ng --cpu 8 --timeout 60s >/dev/null 2>&1 &
