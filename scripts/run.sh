@@ -11,5 +11,6 @@ if [ -z "${BPF_CLANG:-}" ]; then
     done
 fi
 export BPF_CLANG=${BPF_CLANG:?clang >= 18 not found: apt-get install clang-19}
-cargo build --release --locked
+# The scheduler only: the benchmark tool (tools/bench) is not needed here.
+cargo build --release --locked -p scx_express
 exec target/release/scx_express "$@"

@@ -47,15 +47,16 @@ export BPF_CLANG=${BPF_CLANG:-/usr/bin/clang-19}
 
 # --- build, lint, host tests -------------------------------------------------
 say "build"
-cargo build --release --locked
+# The workspace: the scheduler and the benchmark tool (tools/bench).
+cargo build --release --locked --workspace
 make -s -C workloads
 
 say "format and lint"
-cargo fmt --check
-cargo clippy --release --locked --all-targets -- -D warnings
+cargo fmt --all --check
+cargo clippy --release --locked --workspace --all-targets -- -D warnings
 
 say "unit and CLI tests"
-cargo test --release --locked 2>&1 | tee target/cargo-test.log
+cargo test --release --locked --workspace 2>&1 | tee target/cargo-test.log
 host_pass=$(sed -n 's/^test result: ok\. \([0-9]*\) passed.*/\1/p' target/cargo-test.log |
     awk '{s += $1} END {print s + 0}')
 
@@ -78,11 +79,11 @@ bench_pass=0 bench_fail=0
 if [ "$run_vm" = 1 ] && [ "$run_bench" = 1 ]; then
     # The A/B benchmark's smoke preset (2 VM boots, a few minutes): the
     # report must be complete and well formed. It asserts no timing.
-    say "benchmark smoke run (scx_express bench --preset smoke)"
+    say "benchmark smoke run (scx_express_bench --preset smoke)"
     rm -rf target/bench-smoke
     t0=$(date +%s)
-    if target/release/scx_express bench --preset smoke --out target/bench-smoke &&
-        target/release/scx_express bench --check target/bench-smoke; then
+    if target/release/scx_express_bench --preset smoke --out target/bench-smoke &&
+        target/release/scx_express_bench --check target/bench-smoke; then
         bench_pass=1
         echo "PASS bench-smoke ($(($(date +%s) - t0))s)"
     else

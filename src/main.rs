@@ -7,7 +7,6 @@
 //! loop), `fair` (the fair path's pure policy), `stats` (scx_stats server
 //! and `--monitor`). The BPF side lives in `src/bpf/`, one file per concern.
 
-mod bench;
 mod bpf_intf;
 mod bpf_skel;
 mod classify;
@@ -126,10 +125,6 @@ enum Command {
     /// IRQ tracepoints see device IRQs only, not the local timer or IPIs.
     /// Needs root, BTF and uprobes.
     Trace(trace::TraceArgs),
-    /// A/B benchmark in QEMU VMs: scx_express against EEVDF, nice, FIFO and
-    /// peer sched_ext schedulers, under stress-ng, iperf3 and fio noise.
-    /// Writes results.json, report.md and PNG plots.
-    Bench(Box<bench::BenchArgs>),
 }
 
 fn init_logging(verbose: bool) {
@@ -272,7 +267,6 @@ fn real_main(cli: Cli) -> Result<()> {
             classify::print_ps(&classify::ps_rows()?);
             return Ok(());
         }
-        Some(Command::Bench(args)) => return bench::main(args, cli.config.as_deref()),
         // Needs the config and the signal handler, below.
         Some(Command::Trace(_)) | None => {}
     }

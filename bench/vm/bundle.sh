@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Packs a bench/vm scenario to run on a bigger x86-64 host that has neither
-# this repository nor Debian's packages: the `scx_express bench` bundle's
+# this repository nor Debian's packages: the `scx_express_bench` bundle's
 # QEMU, firmware, kernel and runner, with the scenario's initramfs in place
 # of the bench's. There, boot it as many times as wanted, one VM after
 # another, and summarise here (or there: the summary is plain awk):
@@ -18,11 +18,11 @@ cd "$(dirname "$0")/../.."
 [ $# -ge 2 ] || { sed -n '2,14p' "$0" >&2; exit 2; }
 dir=$1 scenario=$2
 shift 2
-exe=target/release/scx_express
+exe=target/release/scx_express_bench
 [ -x "$exe" ] || { echo "bundle.sh: build first (cargo build --release)" >&2; exit 2; }
 
 rm -rf "$dir"
-"$exe" bench --preset smoke --schedulers eevdf --bundle "$dir" >/dev/null
+"$exe" --preset smoke --schedulers eevdf --bundle "$dir" >/dev/null
 # The scenario's own time limit (header or --timeout) bounds each boot.
 timeout=$(sed -n 's/^# vmtest:.*timeout=\([0-9]*\).*/\1/p' "$scenario" | head -n 1)
 for ((i = 1; i <= $#; i++)); do

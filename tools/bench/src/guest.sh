@@ -1,12 +1,12 @@
 # shellcheck shell=sh
-# scx_express bench, guest side: one boot runs one scheduler through every
+# scx_express_bench, guest side: one boot runs one scheduler through every
 # repeat x scenario x workload cell of the plan and sends each cell's raw
-# output to the host with export_file. `scx_express bench` writes the header
+# output to the host with export_file. `scx_express_bench` writes the header
 # above (vmtest keys and BENCH_* settings); bench.KEY=VALUE words on the
 # kernel command line override BENCH_KEY (the bundle runner boots one
 # initramfs once per scheduler with bench.sched=NAME).
 #
-# Cell file format (parsed by src/bench/parse.rs):
+# Cell file format (parsed by parse.rs):
 #   @@bench sched=S scenario=C workload=W repeat=R
 #   @@meta KEY=VALUE ...
 #   @@file NAME        (then the file's text, up to the next @@ line)

@@ -436,7 +436,7 @@ pub fn measure(cell: &RawCell) -> Measured {
     if sched == "express" && cell.files.contains_key("lane1.txt") {
         let class = if wl == "agent" { "agent" } else { "gpu" };
         if let Err(e) = lane(f("lane0.txt"), f("lane1.txt"), class, &mut r.metrics) {
-            log::warn!("{sched} {scen} {wl}: express-lane counters left out: {e:#}");
+            eprintln!("bench: warning: {sched} {scen} {wl}: express-lane counters left out: {e:#}");
         }
     }
     if let Some(tid) = cell.files.get("tid") {

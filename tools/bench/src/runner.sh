@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Runner of an `scx_express bench --bundle DIR` bundle: boots one QEMU (TCG)
+# Runner of an `scx_express_bench --bundle DIR` bundle: boots one QEMU (TCG)
 # VM per scheduler from the bundle's own QEMU, kernel and initramfs, several
 # at once, and leaves each console log in OUTDIR/<sched>.log with plan.json
 # beside them. Then, where scx_express lives:
-#   scx_express bench --from-logs OUTDIR --out RESULTS
+#   scx_express_bench --from-logs OUTDIR --out RESULTS
 # Needs only bash, coreutils and a glibc at least as new as the bundle's
 # builder's (Debian bookworm). A boot that ends without a result (guest
 # panic, hang) is booted once more.

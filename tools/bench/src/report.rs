@@ -987,7 +987,7 @@ mod tests {
         Plan::from_args(
             &a,
             Path::new("configs/default.toml"),
-            "scx_express bench --preset smoke".into(),
+            "scx_express_bench --preset smoke".into(),
         )
         .unwrap()
     }

@@ -1,5 +1,8 @@
-//! `scx_express bench`: one command that A/Bs scx_express against EEVDF,
+//! `scx_express_bench`: one command that A/Bs scx_express against EEVDF,
 //! the manual fixes (nice, SCHED_FIFO) and peer sched_ext schedulers.
+//! A tool of its own, so that the scheduler binary carries none of it: it
+//! puts the scheduler binary that `--scheduler` names (default: the
+//! repository's `target/release/scx_express`) into the VMs.
 //!
 //! Each scheduler gets its own VM boot (QEMU TCG, `tests/vm/`), which runs
 //! every repeat × scenario × workload cell of the plan (`guest.sh`) and
@@ -117,15 +120,28 @@ impl Sched {
     }
 }
 
-/// `scx_express bench` options.
-#[derive(Debug, clap::Args)]
+/// scx_express_bench: A/B benchmark in QEMU VMs, scx_express against EEVDF,
+/// nice, FIFO and peer sched_ext schedulers, under stress-ng, iperf3 and fio
+/// noise. Writes results.json, report.md and PNG plots.
+#[derive(Debug, clap::Parser)]
 #[command(
-    after_help = "The express scheduler runs with the global --config FILE \
-    (default configs/default.toml). Results: OUT/results.json (every raw number), \
-    OUT/report.md, OUT/*.png; console logs in OUT/logs/. TCG timings count only \
-    as ratios within one run."
+    name = "scx_express_bench",
+    version,
+    about,
+    long_about,
+    after_help = "The express scheduler is the binary --scheduler names (default \
+    REPO/target/release/scx_express: build it first with cargo build --release) and \
+    runs with --config FILE (default configs/default.toml). Results: OUT/results.json \
+    (every raw number), OUT/report.md, OUT/*.png; console logs in OUT/logs/. TCG \
+    timings count only as ratios within one run."
 )]
 pub struct BenchArgs {
+    /// The scx_express binary to measure (default: REPO/target/release/scx_express).
+    #[arg(long, value_name = "PATH")]
+    pub scheduler: Option<PathBuf>,
+    /// scx_express's config file in the express runs (default: REPO/configs/default.toml).
+    #[arg(short, long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Plan preset; the options below override its parts.
     #[arg(long, value_enum, default_value = "full")]
     pub preset: Preset,
@@ -303,30 +319,84 @@ impl Plan {
 }
 
 /// Finds the repository root: the first ancestor of the current directory,
-/// then of the executable, that holds tests/vm/run.sh.
+/// then of the executable (target/release/ in the repository), that holds
+/// tests/vm/run.sh and workloads/. An absolute path.
 fn find_repo(explicit: Option<&Path>) -> Result<PathBuf> {
-    let ok = |p: &Path| p.join("tests/vm/run.sh").is_file() && p.join("workloads").is_dir();
+    let mut starts = vec![std::env::current_dir()?];
+    if let Ok(exe) = std::env::current_exe() {
+        starts.push(exe);
+    }
+    find_repo_from(explicit, &starts)
+}
+
+fn is_repo(p: &Path) -> bool {
+    p.join("tests/vm/run.sh").is_file() && p.join("workloads").is_dir()
+}
+
+fn find_repo_from(explicit: Option<&Path>, starts: &[PathBuf]) -> Result<PathBuf> {
     if let Some(p) = explicit {
-        if ok(p) {
-            return Ok(p.to_path_buf());
+        if is_repo(p) {
+            return Ok(std::path::absolute(p)?);
         }
         bail!(
             "{}: not the scx_express repository (no tests/vm/run.sh)",
             p.display()
         );
     }
-    let mut starts = vec![std::env::current_dir()?];
-    if let Ok(exe) = std::env::current_exe() {
-        starts.push(exe);
-    }
     for s in starts {
         for a in s.ancestors() {
-            if ok(a) {
-                return Ok(a.to_path_buf());
+            if is_repo(a) {
+                return Ok(std::path::absolute(a)?);
             }
         }
     }
     bail!("cannot find the scx_express repository (tests/vm/run.sh); run from it or pass --repo")
+}
+
+/// The scx_express binary the VMs run: `--scheduler`, else the
+/// repository's release build. An absolute path (scenario headers read
+/// relative ones from the repository root).
+fn scheduler_path(repo: &Path, explicit: Option<&Path>) -> Result<PathBuf> {
+    let p = match explicit {
+        Some(p) => std::path::absolute(p)?,
+        None => repo.join("target/release/scx_express"),
+    };
+    if p.is_file() {
+        return Ok(p);
+    }
+    if explicit.is_some() {
+        bail!("--scheduler {}: no such file", p.display());
+    }
+    bail!(
+        "the scheduler binary {} does not exist: build it with `cargo build --release` \
+         in {} (or name another with --scheduler PATH)",
+        p.display(),
+        repo.display()
+    )
+}
+
+/// Sources of the scheduler newer than `bin`, for a warning: the bench
+/// would measure an older build than the checkout.
+fn newer_sources(repo: &Path, bin: &Path) -> Vec<PathBuf> {
+    fn walk(p: &Path, than: std::time::SystemTime, out: &mut Vec<PathBuf>) {
+        let Ok(m) = std::fs::metadata(p) else { return };
+        if m.is_dir() {
+            for e in std::fs::read_dir(p).into_iter().flatten().flatten() {
+                walk(&e.path(), than, out);
+            }
+        } else if m.modified().is_ok_and(|t| t > than) {
+            out.push(p.to_path_buf());
+        }
+    }
+    let Ok(built) = std::fs::metadata(bin).and_then(|m| m.modified()) else {
+        return vec![];
+    };
+    let mut out = vec![];
+    for s in ["src", "build.rs", "Cargo.toml", "Cargo.lock"] {
+        walk(&repo.join(s), built, &mut out);
+    }
+    out.sort();
+    out
 }
 
 fn home_cache() -> PathBuf {
@@ -341,8 +411,18 @@ fn home_cache() -> PathBuf {
     base.join("scx_express")
 }
 
-/// Entry point of `scx_express bench`.
-pub fn main(args: &BenchArgs, config: Option<&Path>) -> Result<()> {
+fn main() -> std::process::ExitCode {
+    use clap::Parser as _;
+    match run(&BenchArgs::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("scx_express_bench: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &BenchArgs) -> Result<()> {
     if let Some(dir) = &args.check {
         let problems = report::check_dir(dir)?;
         if problems.is_empty() {
@@ -372,8 +452,8 @@ pub fn main(args: &BenchArgs, config: Option<&Path>) -> Result<()> {
     }
 
     let repo = find_repo(args.repo.as_deref())?;
-    let express_config = match config {
-        Some(c) => c.to_path_buf(),
+    let express_config = match &args.config {
+        Some(c) => std::path::absolute(c)?,
         None => repo.join("configs/default.toml"),
     };
     if !express_config.is_file() {
@@ -390,7 +470,24 @@ pub fn main(args: &BenchArgs, config: Option<&Path>) -> Result<()> {
         .peers_dir
         .clone()
         .unwrap_or_else(|| home_cache().join("peers"));
-    let ctx = run::Context::prepare(&repo, &plan, &express_config, &peers_dir)?;
+    // Only the express runs need the scheduler binary.
+    let scheduler = if plan.schedulers.contains(&Sched::Express) {
+        let p = scheduler_path(&repo, args.scheduler.as_deref())?;
+        let newer = newer_sources(&repo, &p);
+        if let Some(f) = newer.first() {
+            eprintln!(
+                "bench: warning: {} is older than {} source file(s), e.g. {}: \
+                 rebuild it with cargo build --release to measure this checkout",
+                p.display(),
+                newer.len(),
+                f.strip_prefix(&repo).unwrap_or(f).display()
+            );
+        }
+        Some(p)
+    } else {
+        None
+    };
+    let ctx = run::Context::prepare(&repo, &plan, &express_config, scheduler, &peers_dir)?;
 
     if let Some(dir) = &args.bundle {
         ctx.write_bundle(dir)?;
@@ -424,9 +521,9 @@ fn git_describe(repo: &Path) -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// This command line, as `scx_express ARGS`.
+/// This command line, as `scx_express_bench ARGS`.
 fn command_line() -> String {
-    std::iter::once("scx_express".to_string())
+    std::iter::once("scx_express_bench".to_string())
         .chain(std::env::args().skip(1))
         .collect::<Vec<_>>()
         .join(" ")
@@ -476,6 +573,8 @@ fn write_json<T: Serialize>(p: &Path, v: &T) -> Result<()> {
 #[cfg(test)]
 pub(crate) fn test_args(preset: Preset) -> BenchArgs {
     BenchArgs {
+        scheduler: None,
+        config: None,
         preset,
         schedulers: None,
         scenarios: None,
@@ -530,6 +629,110 @@ mod tests {
             "\"eevdf-fifo\""
         );
         assert!(Workload::parse("nope").is_err());
+    }
+
+    /// A fresh scratch directory for one test.
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("scx-bench-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// A fake repository: what find_repo looks for, and a release build.
+    fn fake_repo(name: &str) -> PathBuf {
+        let r = scratch(name);
+        std::fs::create_dir_all(r.join("tests/vm")).unwrap();
+        std::fs::write(r.join("tests/vm/run.sh"), "").unwrap();
+        std::fs::create_dir_all(r.join("workloads")).unwrap();
+        std::fs::create_dir_all(r.join("target/release")).unwrap();
+        r
+    }
+
+    #[test]
+    fn repo_is_found_from_the_repo_or_from_target_release() {
+        let r = fake_repo("find");
+        let exe = r.join("target/release/scx_express_bench");
+        let elsewhere = scratch("find-elsewhere");
+        // From a subdirectory of the repository.
+        assert_eq!(
+            find_repo_from(None, &[r.join("tools/bench"), exe.clone()]).unwrap(),
+            r
+        );
+        // From anywhere else, through the executable in target/release.
+        assert_eq!(find_repo_from(None, &[elsewhere.clone(), exe]).unwrap(), r);
+        let err = find_repo_from(None, std::slice::from_ref(&elsewhere)).unwrap_err();
+        assert!(err.to_string().contains("--repo"), "{err}");
+        assert_eq!(find_repo_from(Some(&r), &[]).unwrap(), r);
+        assert!(find_repo_from(Some(&elsewhere), std::slice::from_ref(&r)).is_err());
+    }
+
+    #[test]
+    fn scheduler_defaults_to_the_release_build_and_says_how_to_make_it() {
+        let r = fake_repo("sched");
+        let bin = r.join("target/release/scx_express");
+        let err = scheduler_path(&r, None).unwrap_err().to_string();
+        assert!(err.contains(&bin.display().to_string()), "{err}");
+        assert!(err.contains("cargo build --release"), "{err}");
+        std::fs::write(&bin, "").unwrap();
+        assert_eq!(scheduler_path(&r, None).unwrap(), bin);
+        // --scheduler wins over the default, and must exist.
+        let other = r.join("other");
+        let err = scheduler_path(&r, Some(&other)).unwrap_err().to_string();
+        assert!(err.contains(&other.display().to_string()), "{err}");
+        std::fs::write(&other, "").unwrap();
+        assert_eq!(scheduler_path(&r, Some(&other)).unwrap(), other);
+    }
+
+    #[test]
+    fn sources_newer_than_the_scheduler_are_found() {
+        let r = fake_repo("newer");
+        let bin = r.join("target/release/scx_express");
+        std::fs::create_dir_all(r.join("src/bpf")).unwrap();
+        let old = r.join("src/main.rs");
+        let new = r.join("src/bpf/main.bpf.c");
+        std::fs::write(&old, "").unwrap();
+        std::fs::write(&new, "").unwrap();
+        std::fs::write(&bin, "").unwrap();
+        let t = std::time::SystemTime::now();
+        let set = |p: &Path, t| {
+            std::fs::File::options()
+                .write(true)
+                .open(p)
+                .unwrap()
+                .set_modified(t)
+                .unwrap()
+        };
+        let hour = std::time::Duration::from_secs(3600);
+        set(&old, t - hour);
+        set(&bin, t);
+        set(&new, t + hour);
+        assert_eq!(newer_sources(&r, &bin), vec![new.clone()]);
+        set(&new, t - hour);
+        assert!(newer_sources(&r, &bin).is_empty());
+        // No binary: nothing to compare (scheduler_path reports it).
+        assert!(newer_sources(&r, &r.join("none")).is_empty());
+    }
+
+    #[test]
+    fn the_cli_takes_scheduler_and_config() {
+        use clap::Parser as _;
+        let a = BenchArgs::try_parse_from([
+            "scx_express_bench",
+            "--preset",
+            "smoke",
+            "--scheduler",
+            "/x/scx_express",
+            "-c",
+            "my.toml",
+        ])
+        .unwrap();
+        assert_eq!(a.preset, Preset::Smoke);
+        assert_eq!(a.scheduler.as_deref(), Some(Path::new("/x/scx_express")));
+        assert_eq!(a.config.as_deref(), Some(Path::new("my.toml")));
+        let d = BenchArgs::try_parse_from(["scx_express_bench"]).unwrap();
+        assert_eq!(d.preset, Preset::Full);
+        assert!(d.scheduler.is_none() && d.config.is_none());
     }
 
     #[test]
