@@ -24,7 +24,7 @@ usage: $0 SCENARIO [options]
   --no-retry          do not boot again when the guest dies
   --initrd-out FILE   build the initramfs into FILE (xz), print the kernel's
                       directory and exit without booting: to boot the
-                      scenario on another machine (bench/vm/README.md)
+                      scenario on another machine (tools/bench/README.md)
 Header lines "# vmtest: key=value ..." in SCENARIO set defaults (keys smp,
 mem, timeout, disk, bins, files, env; lists comma-separated; paths relative
 to the repository root). Options add to or override them.

@@ -4,7 +4,7 @@ elementwise ops) captured once with torch.cuda.graph, then replayed in a
 loop; each iteration is one replay (one cudaGraphLaunch) and a sync.
 Reports replays/s.
 
-  python3 bench/gpu/graph_replay.py --duration 8 --profile 5
+  python3 tools/bench/gpu/graph_replay.py --duration 8 --profile 5
 """
 
 import torch

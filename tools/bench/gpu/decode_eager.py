@@ -7,7 +7,7 @@ SwiGLU MLP), the LM head and a greedy argmax read back to the CPU (.item(),
 a sync), all from the Python main thread: about 800+ kernel launches per
 token, the CPU-bound launch pattern of eager inference. Reports tokens/s.
 
-  python3 bench/gpu/decode_eager.py --duration 10 --profile 5
+  python3 tools/bench/gpu/decode_eager.py --duration 10 --profile 5
 """
 
 import torch

@@ -3,7 +3,7 @@
 
   window_excess.py ITER_TIMES.txt TRACE.json [TRACE.json...]
 
-ITER_TIMES: the workload's iteration end times (bench/gpu/common.py
+ITER_TIMES: the workload's iteration end times (tools/bench/gpu/common.py
 --iter-times); TRACE.json: `scx_express trace --json` reports, with
 `launch_windows_ns`. For each window [open, close], the iterations that
 overlap it take longer than usual; their extra time is measured against the

@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
-# Packs a bench/vm scenario to run on a bigger x86-64 host that has neither
-# this repository nor Debian's packages: the `scx_express_bench` bundle's
+# Packs a tools/bench/vm scenario to run on a bigger x86-64 host that has
+# neither this repository nor Debian's packages: the `scx_express_bench` bundle's
 # QEMU, firmware, kernel and runner, with the scenario's initramfs in place
 # of the bench's. There, boot it as many times as wanted, one VM after
 # another, and summarise here (or there: the summary is plain awk):
 #
-#   bench/vm/bundle.sh DIR bench/vm/ordinary.sh [run.sh options]    # here
-#   DIR/runner.sh --smp 8 --jobs 1 OUT b1 b2 b3                      # there
-#   bench/vm/ordinary-runs.sh --summary OUT/b*.log                   # here
+#   tools/bench/vm/bundle.sh DIR tools/bench/vm/ordinary.sh [run.sh options]  # here
+#   DIR/runner.sh --smp 8 --jobs 1 OUT b1 b2 b3                                # there
+#   tools/bench/vm/ordinary-runs.sh --summary OUT/b*.log                       # here
 #
 # The runner names each boot's console OUT/NAME.log and boots once more a
 # guest that died without a result. run.sh options (--timeout, --env, ...)
 # shape the initramfs; --smp and memory are the runner's.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 
 [ $# -ge 2 ] || { sed -n '2,14p' "$0" >&2; exit 2; }
 dir=$1 scenario=$2

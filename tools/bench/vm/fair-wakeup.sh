@@ -5,10 +5,10 @@
 # followed by the fair-path stats: the whole wait to run (fair_wait_us) per
 # fair_wakeups, and in fair.mode = "userspace" (SCX_ARGS="--config
 # /etc/u.toml") the userspace decision's part of it (fair_decide_us). TCG timings are ratios within one boot: repeat the boot.
-#   tests/vm/run.sh bench/vm/fair-wakeup.sh
+#   tests/vm/run.sh tools/bench/vm/fair-wakeup.sh
 # vmtest: smp=2 timeout=300 bins=target/release/scx_express,/usr/bin/stress-ng,/usr/bin/cyclictest
-# vmtest: files=bench/vm/userspace.toml:/etc/u.toml
-# shellcheck source=../guest-lib.sh
+# vmtest: files=tools/bench/vm/userspace.toml:/etc/u.toml
+# shellcheck source=../../../tests/vm/guest-lib.sh
 . /lib/vmtest/guest-lib.sh
 
 # One cyclictest run; prints its min/avg/max latency (us).

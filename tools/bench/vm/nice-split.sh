@@ -7,9 +7,9 @@
 # REQUEUE=false (run.sh --env) turns fair.requeue_preempted off. To see
 # the split under steal time, oversubscribe the host while it runs:
 #   yes >/dev/null & yes >/dev/null &
-#   tests/vm/run.sh bench/vm/nice-split.sh; kill %1 %2
+#   tests/vm/run.sh tools/bench/vm/nice-split.sh; kill %1 %2
 # vmtest: smp=2 timeout=300 bins=target/release/scx_express,workloads/build/hog
-# shellcheck source=../guest-lib.sh
+# shellcheck source=../../../tests/vm/guest-lib.sh
 . /lib/vmtest/guest-lib.sh
 
 # run_ms PID: CPU time of a task so far, in ms.

@@ -23,8 +23,8 @@
 # and the scheduler main thread's state and wchan are sampled (printed as
 # a diagnosis, not asserted).
 # vmtest: smp=2 timeout=240 bins=target/release/scx_express,/usr/bin/stress-ng
-# vmtest: files=workloads/build:/opt/w,bench/vm/userspace.toml:/etc/u.toml
-# shellcheck source=../guest-lib.sh
+# vmtest: files=workloads/build:/opt/w,tools/bench/vm/userspace.toml:/etc/u.toml
+# shellcheck source=../../../tests/vm/guest-lib.sh
 . /lib/vmtest/guest-lib.sh
 
 LOAD_S=40

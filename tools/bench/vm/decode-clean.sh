@@ -13,11 +13,11 @@
 # Per phase: tok/s, per-token p50, the launcher's CPU time and context
 # switches, and for scx_express its own CPU time. The last line
 # ("decode-clean: ...") gives the ratios to EEVDF.
-#   tests/vm/run.sh bench/vm/decode-clean.sh [--env DUR=6] [--env REPS=3]
-#   bench/vm/bundle.sh DIR bench/vm/decode-clean.sh; DIR/runner.sh --smp 2 OUT b1 b2 b3
+#   tests/vm/run.sh tools/bench/vm/decode-clean.sh [--env DUR=6] [--env REPS=3]
+#   tools/bench/vm/bundle.sh DIR tools/bench/vm/decode-clean.sh; DIR/runner.sh --smp 2 OUT b1 b2 b3
 # vmtest: smp=2 timeout=600 bins=target/release/scx_express
 # vmtest: files=workloads/build:/opt/w,configs:/etc/scx_express
-# shellcheck source=../../tests/vm/guest-lib.sh
+# shellcheck source=../../../tests/vm/guest-lib.sh
 . /lib/vmtest/guest-lib.sh
 
 DUR=${DUR:-6}

@@ -4,7 +4,7 @@
 One iteration = --launches launches of a small vector add, then
 torch.cuda.synchronize(). Reports iterations/s.
 
-  python3 bench/gpu/triton_loop.py --duration 8 --profile 5
+  python3 tools/bench/gpu/triton_loop.py --duration 8 --profile 5
 """
 
 import torch

@@ -10,19 +10,19 @@
 #               stress-ng CPU hogs: p99 wakeup latency, us (p50 and max too)
 # and for the scheduler its own CPU time over its phase, in percent of the
 # machine (all its threads, utime + stime). The last line sums it up as
-# ratios to EEVDF ("ordinary: ..."), which bench/vm/ordinary-runs.sh
+# ratios to EEVDF ("ordinary: ..."), which tools/bench/vm/ordinary-runs.sh
 # collects over boots.
 #
-#   tests/vm/run.sh bench/vm/ordinary.sh                       # scx_express
-#   tests/vm/run.sh bench/vm/ordinary.sh --env SCHED_ARGS="--config /etc/u.toml"
-#   tests/vm/run.sh bench/vm/ordinary.sh --smp 8 --timeout 900
-#   tests/vm/run.sh bench/vm/ordinary.sh --bin ~/.cache/scx_express/peers/bin/scx_bpfland \
+#   tests/vm/run.sh tools/bench/vm/ordinary.sh                       # scx_express
+#   tests/vm/run.sh tools/bench/vm/ordinary.sh --env SCHED_ARGS="--config /etc/u.toml"
+#   tests/vm/run.sh tools/bench/vm/ordinary.sh --smp 8 --timeout 900
+#   tests/vm/run.sh tools/bench/vm/ordinary.sh --bin ~/.cache/scx_express/peers/bin/scx_bpfland \
 #       --env SCHED=scx_bpfland
-# A bundle (bench/vm/bundle.sh) picks a config per boot from the kernel
+# A bundle (tools/bench/vm/bundle.sh) picks a config per boot from the kernel
 # command line instead: runner.sh --append ordinary.config=/etc/u.toml.
 # vmtest: smp=2 timeout=900 bins=target/release/scx_express,/usr/bin/stress-ng,/usr/bin/cyclictest,/usr/bin/hackbench
-# vmtest: files=bench/vm/userspace.toml:/etc/u.toml
-# shellcheck source=../guest-lib.sh
+# vmtest: files=tools/bench/vm/userspace.toml:/etc/u.toml
+# shellcheck source=../../../tests/vm/guest-lib.sh
 . /lib/vmtest/guest-lib.sh
 
 N=$VMTEST_SMP

@@ -2,7 +2,7 @@
 """Probe overhead on a running workload, A/B inside one process.
 
   ab_overhead.py --bin scx_express --out DIR --rounds 10 --phase 20 \\
-      --modes off,sched -- python3 bench/gpu/decode_eager.py
+      --modes off,sched -- python3 tools/bench/gpu/decode_eager.py
 
 Starts the workload once (with --duration long enough and --iter-times),
 waits for its timed loop, then runs phases of --phase seconds: in `off`

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Per-hit uprobe cost from bench/gpu/probe_cost output.
+"""Per-hit uprobe cost from tools/bench/gpu/probe_cost output.
 
   probe_cost_report.py PROBE_COST.jsonl NAME=TRACE.json...
 

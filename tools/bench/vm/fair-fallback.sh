@@ -5,9 +5,9 @@
 # mean is the reference, so a drift in the emulator's speed during the boot
 # does not decide the result. TCG timings are only meaningful as ratios
 # within one run, and only on an otherwise idle host: repeat it.
-#   tests/vm/run.sh bench/vm/fair-fallback.sh
+#   tests/vm/run.sh tools/bench/vm/fair-fallback.sh
 # vmtest: smp=2 timeout=240 bins=target/release/scx_express,/usr/bin/stress-ng
-# shellcheck source=../guest-lib.sh
+# shellcheck source=../../../tests/vm/guest-lib.sh
 . /lib/vmtest/guest-lib.sh
 
 # bogo ops/s (real time) of `stress-ng --cpu 4` over 15 s.

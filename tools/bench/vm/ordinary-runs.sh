@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# Runs bench/vm/ordinary.sh in several boots, one after another, and prints
-# the median and the range of each ratio to EEVDF; or summarises the
-# console logs of boots made elsewhere (bench/vm/README.md: on a bigger
-# host through an initramfs built here).
+# Runs tools/bench/vm/ordinary.sh in several boots, one after another, and
+# prints the median and the range of each ratio to EEVDF; or summarises the
+# console logs of boots made elsewhere (tools/bench/README.md: on a bigger
+# host through an initramfs built here, tools/bench/vm/bundle.sh).
 #
-#   bench/vm/ordinary-runs.sh [--boots N] [--out DIR] [-- RUN_SH_ARGS...]
-#   bench/vm/ordinary-runs.sh --summary LOG...
+#   tools/bench/vm/ordinary-runs.sh [--boots N] [--out DIR] [-- RUN_SH_ARGS...]
+#   tools/bench/vm/ordinary-runs.sh --summary LOG...
 #
 # Every boot's console log goes to DIR (default target/ordinary) as
 # boot-K.log. A boot that died without a result is retried by run.sh and
 # never counted; one whose scenario failed is reported and left out.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 
 # summary LOG...: one line per boot, then median [min-max] per column.
 summary() {
@@ -59,7 +59,7 @@ mkdir -p "$out"
 logs=()
 for k in $(seq 1 "$boots"); do
     log=$out/boot-$k.log
-    if tests/vm/run.sh bench/vm/ordinary.sh --quiet --keep-log "$log" "$@"; then
+    if tests/vm/run.sh tools/bench/vm/ordinary.sh --quiet --keep-log "$log" "$@"; then
         logs+=("$log")
         grep -a '^ordinary: ' "$log" | tail -n 1
     else

@@ -3,7 +3,7 @@
 
   trace_window.py TRACE.csv WORKLOAD.jsonl...
 
-For each workload's JSON lines (bench/gpu/common.py), takes its launcher
+For each workload's JSON lines (tools/bench/gpu/common.py), takes its launcher
 thread and timed window, counts that thread's CSV rows inside the window
 (launches not nested in another CUDA call, all launch hits, syncs, context
 switches) and compares launches per iteration with the profiler's count.

@@ -4,12 +4,12 @@
 # scx_express, in one boot? Prints the express-lane counters of the loaded
 # run, the launcher's CPU time and context switches, so a gap can be traced
 # to its cause (budget, class cap, fair-path fallback, placement).
-#   tests/vm/run.sh bench/vm/decode-retention.sh [--env DUR=10] [--env CFG=...]
+#   tests/vm/run.sh tools/bench/vm/decode-retention.sh [--env DUR=10] [--env CFG=...]
 #   [--env HELPERS=2] (the mixed workload: CPU-bound sibling threads)
 #   [--env FAKECUDA_SYNC=spin] (syncs spin, as CUDA's default mode does)
 # vmtest: smp=2 timeout=420 bins=target/release/scx_express,/usr/bin/stress-ng
 # vmtest: files=workloads/build:/opt/w,configs:/etc/scx_express
-# shellcheck source=../../tests/vm/guest-lib.sh
+# shellcheck source=../../../tests/vm/guest-lib.sh
 . /lib/vmtest/guest-lib.sh
 
 DUR=${DUR:-8}

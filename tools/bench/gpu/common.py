@@ -1,4 +1,4 @@
-"""Shared helpers of the GPU workloads in bench/gpu.
+"""Shared helpers of the GPU workloads in tools/bench/gpu.
 
 Every workload prints JSON lines on stdout (flushed): a "start" line with its
 pid and launcher thread id, a "profile" line if --profile N was given, and a
