@@ -55,7 +55,7 @@ say "format and lint"
 cargo fmt --all --check
 cargo clippy --release --locked --workspace --all-targets -- -D warnings
 
-say "unit and CLI tests"
+say "unit, CLI and doc-link tests"
 cargo test --release --locked --workspace 2>&1 | tee target/cargo-test.log
 host_pass=$(sed -n 's/^test result: ok\. \([0-9]*\) passed.*/\1/p' target/cargo-test.log |
     awk '{s += $1} END {print s + 0}')
