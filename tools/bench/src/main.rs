@@ -473,7 +473,11 @@ fn run(args: &BenchArgs) -> Result<()> {
     // Only the express runs need the scheduler binary.
     let scheduler = if plan.schedulers.contains(&Sched::Express) {
         let p = scheduler_path(&repo, args.scheduler.as_deref())?;
-        let newer = newer_sources(&repo, &p);
+        // The checkout's own build should be as new as the checkout.
+        let newer = match args.scheduler {
+            None => newer_sources(&repo, &p),
+            Some(_) => vec![],
+        };
         if let Some(f) = newer.first() {
             eprintln!(
                 "bench: warning: {} is older than {} source file(s), e.g. {}: \
@@ -482,6 +486,9 @@ fn run(args: &BenchArgs) -> Result<()> {
                 newer.len(),
                 f.strip_prefix(&repo).unwrap_or(f).display()
             );
+        }
+        if args.scheduler.is_some() {
+            plan.source_version = with_scheduler(&plan.source_version, &p);
         }
         Some(p)
     } else {
@@ -519,6 +526,12 @@ fn git_describe(repo: &Path) -> String {
         .filter(|o| o.status.success())
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_else(|| "unknown".into())
+}
+
+/// The source version for the report when `--scheduler` named the binary:
+/// the checkout's version need not be the measured one.
+fn with_scheduler(describe: &str, bin: &Path) -> String {
+    format!("{describe}; scx_express measured: {}", bin.display())
 }
 
 /// This command line, as `scx_express_bench ARGS`.
@@ -712,6 +725,12 @@ mod tests {
         assert!(newer_sources(&r, &bin).is_empty());
         // No binary: nothing to compare (scheduler_path reports it).
         assert!(newer_sources(&r, &r.join("none")).is_empty());
+    }
+
+    #[test]
+    fn an_explicit_scheduler_is_named_in_the_source_version() {
+        let v = with_scheduler("4e7d860", Path::new("/opt/scx_express"));
+        assert_eq!(v, "4e7d860; scx_express measured: /opt/scx_express");
     }
 
     #[test]
