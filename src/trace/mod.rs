@@ -438,13 +438,7 @@ fn trace(
         points: points.clone(),
         names: HashMap::new(),
     };
-    let mut rb = RingBufferBuilder::new();
-    let s2 = sink.clone();
-    rb.add(&skel.maps.events, move |data: &[u8]| {
-        s2.borrow_mut().take(data);
-        0
-    })?;
-    let ring = rb.build()?;
+    let ring = event_ring(skel, sink)?;
 
     let start_ns = classify::monotonic_ns();
     let started = Instant::now();
@@ -495,6 +489,20 @@ fn trace(
         windows,
         counts,
     })
+}
+
+/// The events ring buffer, read into `sink`.
+fn event_ring(
+    skel: &TraceSkel<'_>,
+    sink: &Rc<RefCell<Sink>>,
+) -> Result<libbpf_rs::RingBuffer<'static>> {
+    let mut rb = RingBufferBuilder::new();
+    let s2 = sink.clone();
+    rb.add(&skel.maps.events, move |data: &[u8]| {
+        s2.borrow_mut().take(data);
+        0
+    })?;
+    Ok(rb.build()?)
 }
 
 /// A library or process found by discovery: probe the library; a new
