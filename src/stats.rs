@@ -126,7 +126,7 @@ stat_table! {
         "Express wakeups that preempted a normal task";
     preempt_waker: Counter Events Source::Lane(lane_stat_idx_LANE_PREEMPT_WAKER),
         "express_preempt_waker",
-        "Of those, on the waker's CPU (synchronous wakeups)";
+        "Express preemptions on the waker's CPU (synchronous wakeups)";
     not_quiet: Counter Events Source::Lane(lane_stat_idx_LANE_NOT_QUIET), "express_not_quiet",
         "Express wakeups placed on an IRQ-hot or deep-idle CPU: none quiet was free";
     requeue: Counter Events Source::Lane(lane_stat_idx_LANE_REQUEUE), "express_requeue",
@@ -150,7 +150,7 @@ stat_table! {
     lost_cpu: Counter Events Source::Lane(lane_stat_idx_LANE_LOST_CPU), "express_lost_cpu",
         "Express runs that lost the CPU while still runnable";
     cut_short: Counter Events Source::Lane(lane_stat_idx_LANE_CUT_SHORT), "express_cut_short",
-        "Of those, before their slice ended: preempted";
+        "Express runs that lost the CPU before their slice ended: preempted";
 }
 
 stat_table! {
@@ -181,9 +181,9 @@ stat_table! {
     fair_wakeups: Counter Events Source::Bpf(stat_idx_STAT_FAIR_WAKEUPS), "fair_wakeups",
         "Fair-path wakeups queued (in userspace mode: decided by userspace) that ran";
     fair_decide_us: Counter Us Source::Bpf(stat_idx_STAT_FAIR_DECIDE_NS), "fair_decide_us",
-        "Total time their decisions took, wakeup to dispatch (us)";
+        "Total time fair-path wakeups waited for their decision, wakeup to dispatch (us)";
     fair_wait_us: Counter Us Source::Bpf(stat_idx_STAT_FAIR_WAIT_NS), "fair_wait_us",
-        "Total time they waited to run, wakeup to running (us)";
+        "Total time fair-path wakeups waited to run, wakeup to running (us)";
     fair_waits_over_1ms: Counter Events Source::Bpf(stat_idx_STAT_FAIR_WAIT_OVER_1MS),
         "fair_waits_over_1ms",
         "Fair-path wakeups that waited over 1 ms to run";
@@ -194,7 +194,7 @@ stat_table! {
     fair_charged_ms: Counter Ms Source::Bpf(stat_idx_STAT_FAIR_CHARGED_NS), "fair_charged_ms",
         "CPU time the fair policy charged to tasks' virtual runtime (ms)";
     fair_forgiven_ms: Counter Ms Source::Bpf(stat_idx_STAT_FAIR_FORGIVEN_NS), "fair_forgiven_ms",
-        "Of it, CPU time forgiven at the debt ceiling: used away from the fair path's order (ms)";
+        "Charged CPU time forgiven at the debt ceiling: used away from the fair path's order (ms)";
     fair_starved: Counter Events Source::Bpf(stat_idx_STAT_FAIR_STARVED), "fair_starved",
         "Queued fair-path tasks the starvation guard ran out of deadline order";
     user_lag_max_us: Gauge Us Source::User, "user_lag_max_us",
@@ -409,13 +409,18 @@ mod tests {
     use super::*;
 
     /// Every slot of a BPF counter enum (0..nr) is read by exactly one row.
-    fn assert_one_row_per_slot<T>(table: &[Stat<T>], nr: u32, slot: fn(Source) -> Option<u32>) {
+    fn assert_one_row_per_slot<T>(
+        table: &[Stat<T>],
+        nr: u32,
+        slot: fn(Source) -> Option<u32>,
+        what: &str,
+    ) {
         let mut rows: Vec<Vec<&str>> = vec![Vec::new(); nr as usize];
         for s in table {
             if let Some(i) = slot(s.source) {
                 assert!(
                     i < nr,
-                    "row {} reads slot {i}, past the enum's {nr}",
+                    "row {} reads {what} slot {i}, past NR = {nr}",
                     s.field
                 );
                 rows[i as usize].push(s.field);
@@ -425,7 +430,7 @@ mod tests {
             assert_eq!(
                 r.len(),
                 1,
-                "BPF slot {i} is read by rows {r:?}, not exactly one"
+                "{what} slot {i} is read by rows {r:?}, not exactly one"
             );
         }
     }
@@ -440,8 +445,13 @@ mod tests {
             Source::Lane(i) => Some(i),
             _ => None,
         };
-        assert_one_row_per_slot(STATS, stat_idx_NR_EXPRESS_STATS, bpf);
-        assert_one_row_per_slot(CLASS_STATS, lane_stat_idx_NR_LANE_STATS, lane);
+        assert_one_row_per_slot(STATS, stat_idx_NR_EXPRESS_STATS, bpf, "enum stat_idx");
+        assert_one_row_per_slot(
+            CLASS_STATS,
+            lane_stat_idx_NR_LANE_STATS,
+            lane,
+            "enum lane_stat_idx",
+        );
         assert!(
             STATS.iter().all(|s| lane(s.source).is_none()),
             "lane slot in STATS"
