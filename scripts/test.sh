@@ -57,6 +57,7 @@ cargo clippy --release --locked --all-targets -- -D warnings
 # scripts declare busybox sh (#!/bin/sh or a shell=sh directive).
 clang-format-19 --dry-run --Werror src/bpf/*.c src/bpf/*.h
 shellcheck scripts/*.sh tests/vm/*.sh tests/vm/scenarios/*.sh tests/vm/repro/*.sh
+scripts/fn-length.sh
 
 say "unit and CLI tests"
 cargo test --release --locked 2>&1 | tee target/cargo-test.log

@@ -442,14 +442,7 @@ fn trace(
 
     let start_ns = classify::monotonic_ns();
     let started = Instant::now();
-    info!(
-        "tracing{} with the {} probe policy{}; Ctrl-C stops",
-        args.pid.map(|p| format!(" pid {p}")).unwrap_or_default(),
-        args.probe_policy.as_str(),
-        duration
-            .map(|d| format!(" for {:.1} s", d.as_secs_f64()))
-            .unwrap_or_default()
-    );
+    log_start(args, duration);
     let mut attached_ns = None;
     let mut windows: Vec<[u64; 2]> = Vec::new();
     while !shutdown.load(Ordering::Relaxed) && duration.is_none_or(|d| started.elapsed() < d) {
@@ -489,6 +482,18 @@ fn trace(
         windows,
         counts,
     })
+}
+
+/// Says what is traced, how and for how long.
+fn log_start(args: &TraceArgs, duration: Option<Duration>) {
+    info!(
+        "tracing{} with the {} probe policy{}; Ctrl-C stops",
+        args.pid.map(|p| format!(" pid {p}")).unwrap_or_default(),
+        args.probe_policy.as_str(),
+        duration
+            .map(|d| format!(" for {:.1} s", d.as_secs_f64()))
+            .unwrap_or_default()
+    );
 }
 
 /// The events ring buffer, read into `sink`.
