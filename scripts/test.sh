@@ -27,7 +27,7 @@ say() { printf '\n==> %s\n' "$*"; }
 # --- prerequisites -----------------------------------------------------------
 PKGS=(clang-19 llvm-19 libelf-dev zlib1g-dev pkg-config libseccomp-dev
       qemu-system-x86 busybox-static cpio xz-utils stress-ng rt-tests iperf3 fio
-      make gcc debian-archive-keyring fonts-dejavu-core)
+      make gcc debian-archive-keyring fonts-dejavu-core clang-format-19 shellcheck)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -54,6 +54,11 @@ make -s -C workloads
 say "format and lint"
 cargo fmt --all --check
 cargo clippy --release --locked --workspace --all-targets -- -D warnings
+# BPF C: src/bpf/.clang-format. Shell: tests/vm/.shellcheckrc; the guest
+# scripts declare busybox sh (#!/bin/sh or a shell=sh directive).
+clang-format-19 --dry-run --Werror src/bpf/*.c src/bpf/*.h
+shellcheck scripts/*.sh tests/vm/*.sh tests/vm/scenarios/*.sh tests/vm/repro/*.sh
+scripts/fn-length.sh
 
 say "unit, CLI and doc-link tests"
 cargo test --release --locked --workspace 2>&1 | tee target/cargo-test.log

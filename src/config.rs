@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+pub mod ranges;
+
 /// The shipped default configuration, compiled in.
 pub const DEFAULT_TOML: &str = include_str!("../configs/default.toml");
 
@@ -390,108 +392,11 @@ impl Config {
 
     /// Range and consistency checks, one error per offending key.
     pub fn validate(&self) -> Vec<ConfigError> {
-        let f = &self.fair;
-        let mut checks = vec![
-            (
-                "fair.slice_max_us".to_string(),
-                f.slice_max_us,
-                100,
-                100_000,
-            ),
-            (
-                "fair.slice_min_us".to_string(),
-                f.slice_min_us,
-                50,
-                f.slice_max_us.max(50),
-            ),
-            (
-                "fair.target_latency_us".to_string(),
-                f.target_latency_us,
-                1000,
-                1_000_000,
-            ),
-            ("fair.rescue_ms".to_string(), f.rescue_ms, 5, 5000),
-            (
-                "express.slice_us".to_string(),
-                self.express.slice_us,
-                100,
-                100_000,
-            ),
-            (
-                "express.irq_window_ms".to_string(),
-                self.express.irq_window_ms,
-                1,
-                10_000,
-            ),
-            (
-                "express.irq_hot_pct".to_string(),
-                self.express.irq_hot_pct,
-                1,
-                100,
-            ),
-            (
-                "express.deep_idle_us".to_string(),
-                self.express.deep_idle_us,
-                0,
-                1_000_000,
-            ),
-            (
-                "express.pm_qos_resume_latency_us".to_string(),
-                self.express.pm_qos_resume_latency_us.unwrap_or(0),
-                0,
-                1_000_000,
-            ),
-        ];
-        let k = &self.classify;
-        checks.push((
-            "classify.scan_interval_ms".into(),
-            k.scan_interval_ms,
-            50,
-            60_000,
-        ));
-        checks.push((
-            "classify.idle_demote_ms".into(),
-            k.idle_demote_ms,
-            10,
-            3_600_000,
-        ));
-        checks.push((
-            "classify.launch_window_ms".into(),
-            k.launch_window_ms,
-            0,
-            60_000,
-        ));
-        checks.push((
-            "classify.launch_period_ms".into(),
-            k.launch_period_ms,
-            k.launch_window_ms.max(100),
-            3_600_000,
-        ));
-        for (name, c) in [("gpu", &self.classes.gpu), ("agent", &self.classes.agent)] {
-            checks.push((format!("classes.{name}.burst_ms"), c.burst_ms, 0, 10_000));
-        }
-        let mut errs: Vec<ConfigError> = checks
-            .into_iter()
-            .filter(|(_, v, lo, hi)| v < lo || v > hi)
-            .map(|(key, v, lo, hi)| ConfigError {
-                key,
-                reason: format!("{v} is out of range {lo} ..= {hi}"),
-            })
+        let mut errs: Vec<ConfigError> = ranges::RANGES
+            .iter()
+            .filter_map(|r| self.check_range(r))
             .collect();
-        for (name, c) in [("gpu", &self.classes.gpu), ("agent", &self.classes.agent)] {
-            let fractions = [
-                ("rate", c.rate, "a fraction of one CPU"),
-                ("max_share", c.max_share, "a fraction of the whole machine"),
-            ];
-            for (key, v, what) in fractions {
-                if !(0.0..=1.0).contains(&v) {
-                    errs.push(ConfigError {
-                        key: format!("classes.{name}.{key}"),
-                        reason: format!("{v} is out of range 0.0 ..= 1.0 ({what})"),
-                    });
-                }
-            }
-        }
+        let k = &self.classify;
         let globs = k
             .libraries
             .iter()
@@ -533,6 +438,82 @@ impl Config {
             }
         }
         errs
+    }
+
+    /// The error of `r.key`, if its value is outside its range.
+    fn check_range(&self, r: &ranges::KeyRange) -> Option<ConfigError> {
+        let v = self.number(r.key)?;
+        let (lo, hi) = (self.resolve(r.lo), self.resolve(r.hi));
+        // NaN is in no range.
+        if v >= lo && v <= hi {
+            return None;
+        }
+        let show = |x: f64| match r.lo {
+            ranges::Bound::Float(_) => format!("{x:?}"),
+            _ => format!("{}", x as u64),
+        };
+        let note = match r.note {
+            "" => String::new(),
+            n => format!(" ({n})"),
+        };
+        Some(ConfigError {
+            key: r.key.to_string(),
+            reason: format!("{v} is out of range {} ..= {}{note}", show(lo), show(hi)),
+        })
+    }
+
+    /// The number a bound stands for in this config.
+    fn resolve(&self, b: ranges::Bound) -> f64 {
+        use ranges::Bound;
+        match b {
+            Bound::Int(n) => n as f64,
+            Bound::Float(x) => x,
+            Bound::Key(k) => {
+                let v = self.number(k).expect("a bound names a numeric key");
+                match ranges::range_of(k) {
+                    Some(r) => v.clamp(self.resolve(r.lo), self.resolve(r.hi)),
+                    None => v,
+                }
+            }
+            Bound::AtLeast(n, k) => (n as f64).max(self.resolve(Bound::Key(k))),
+        }
+    }
+
+    /// The value of a numeric key by its dotted name (the keys of
+    /// `ranges::RANGES`); None for an unset optional key. Values this side
+    /// of 2^53, which covers every bound, convert to f64 exactly.
+    fn number(&self, key: &str) -> Option<f64> {
+        let (f, e, k) = (&self.fair, &self.express, &self.classify);
+        let int = match key {
+            "fair.slice_max_us" => f.slice_max_us,
+            "fair.slice_min_us" => f.slice_min_us,
+            "fair.target_latency_us" => f.target_latency_us,
+            "fair.rescue_ms" => f.rescue_ms,
+            "express.slice_us" => e.slice_us,
+            "express.irq_window_ms" => e.irq_window_ms,
+            "express.irq_hot_pct" => e.irq_hot_pct,
+            "express.deep_idle_us" => e.deep_idle_us,
+            "express.pm_qos_resume_latency_us" => e.pm_qos_resume_latency_us?,
+            "classify.scan_interval_ms" => k.scan_interval_ms,
+            "classify.idle_demote_ms" => k.idle_demote_ms,
+            "classify.launch_window_ms" => k.launch_window_ms,
+            "classify.launch_period_ms" => k.launch_period_ms,
+            _ => {
+                let (class, field) = key.strip_prefix("classes.")?.split_once('.')?;
+                let c = match class {
+                    "gpu" => &self.classes.gpu,
+                    "agent" => &self.classes.agent,
+                    _ => return None,
+                };
+                return match field {
+                    "burst_ms" => Some(c.burst_ms as f64),
+                    "rate" => Some(c.rate),
+                    "max_share" => Some(c.max_share),
+                    _ => None,
+                };
+            }
+        };
+        Some(int as f64)
     }
 }
 
@@ -591,6 +572,143 @@ mod tests {
             .into_iter()
             .map(|e| e.key)
             .collect()
+    }
+
+    /// Every key line of a TOML text (`key = ...`, or `# key = ...` for a
+    /// commented-out optional key) with its full dotted name and the comment
+    /// block right above it, joined into one line.
+    fn documented_keys(toml: &str) -> Vec<(String, String)> {
+        let mut table = String::new();
+        let mut block: Vec<&str> = Vec::new();
+        let mut out = Vec::new();
+        for line in toml.lines().map(str::trim) {
+            if let Some(t) = line.strip_prefix('[') {
+                table = t.trim_matches(|c| c == '[' || c == ']').to_string();
+                block.clear();
+                continue;
+            }
+            let comment = line.strip_prefix('#').map(str::trim);
+            let text = comment.unwrap_or(line);
+            let key = text
+                .split_once(" = ")
+                .map(|(k, _)| k)
+                .filter(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '_'));
+            match (key, comment) {
+                (Some(k), _) => {
+                    out.push((format!("{table}.{k}"), block.join(" ")));
+                    block.clear();
+                }
+                (None, Some(c)) => block.push(c),
+                (None, None) => block.clear(),
+            }
+        }
+        out
+    }
+
+    /// `Range: LO ..= HI` in a comment block, as written.
+    fn documented_range(block: &str) -> Option<(String, String)> {
+        let rest = block.split_once("Range: ")?.1;
+        let (lo, rest) = rest.split_once(" ..= ")?;
+        let hi = rest.split_whitespace().next()?;
+        let hi = hi.strip_suffix(['.', ';', ',']).unwrap_or(hi);
+        Some((lo.to_string(), hi.to_string()))
+    }
+
+    #[test]
+    fn default_toml_documents_the_ranges_validation_enforces() {
+        let keys = documented_keys(DEFAULT_TOML);
+        let mut bad = Vec::new();
+        for r in ranges::RANGES {
+            let Some((_, block)) = keys.iter().find(|(k, _)| k == r.key) else {
+                bad.push(format!("{}: not in configs/default.toml", r.key));
+                continue;
+            };
+            let code = (r.lo.to_string(), r.hi.to_string());
+            match documented_range(block) {
+                Some(doc) if doc == code => {}
+                Some((lo, hi)) => bad.push(format!(
+                    "{}: configs/default.toml says {lo} ..= {hi}, config/ranges.rs says {r}",
+                    r.key
+                )),
+                None => bad.push(format!(
+                    "{}: configs/default.toml documents no `Range:`, config/ranges.rs says {r}",
+                    r.key
+                )),
+            }
+        }
+        for (k, block) in &keys {
+            if ranges::range_of(k).is_none() {
+                if let Some((lo, hi)) = documented_range(block) {
+                    bad.push(format!(
+                        "{k}: documented {lo} ..= {hi}, not in config/ranges.rs"
+                    ));
+                }
+            }
+        }
+        assert!(bad.is_empty(), "\n{}", bad.join("\n"));
+    }
+
+    #[test]
+    fn range_comment_parser_reads_what_it_should() {
+        let toml = "[a]\n# Long text.\n# Range: 1 ..= 10 (0: off).\nx = 3\ny = 4\n\
+                    [b.c]\n# Range: 0.0 ..= 1.0.\n# z = 5\n";
+        let keys = documented_keys(toml);
+        let names: Vec<_> = keys.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, ["a.x", "a.y", "b.c.z"]);
+        assert_eq!(
+            documented_range(&keys[0].1),
+            Some(("1".into(), "10".into()))
+        );
+        assert_eq!(documented_range(&keys[1].1), None, "y's block is empty");
+        assert_eq!(
+            documented_range(&keys[2].1),
+            Some(("0.0".into(), "1.0".into()))
+        );
+    }
+
+    #[test]
+    fn every_ranged_key_has_a_value_and_its_bounds_resolve() {
+        let mut c = Config::default();
+        c.express.pm_qos_resume_latency_us = Some(0);
+        for r in ranges::RANGES {
+            assert!(
+                c.number(r.key).is_some(),
+                "{}: Config::number does not know it",
+                r.key
+            );
+            assert!(
+                c.resolve(r.lo) <= c.resolve(r.hi),
+                "{}: empty range {r}",
+                r.key
+            );
+        }
+    }
+
+    #[test]
+    fn ranges_are_enforced_at_both_ends() {
+        // Just inside passes, just outside fails, for every literal bound.
+        for r in ranges::RANGES {
+            let (ranges::Bound::Int(lo), ranges::Bound::Int(hi)) = (r.lo, r.hi) else {
+                continue;
+            };
+            let (table, key) = r.key.rsplit_once('.').unwrap();
+            // Other keys' defaults may fall outside a range this one bounds
+            // (slice_min_us past slice_max_us = 100): only r.key counts.
+            let rejects = |v: u64| {
+                let text = format!("[{table}]\n{key} = {v}\n");
+                Config::parse(&text, "t")
+                    .err()
+                    .is_some_and(|e| e.errors.iter().any(|e| e.key == r.key))
+            };
+            for v in [lo, hi] {
+                assert!(!rejects(v), "{} = {v} rejected", r.key);
+            }
+            let mut outside = vec![hi + 1];
+            outside.extend(lo.checked_sub(1));
+            for v in outside {
+                assert!(rejects(v), "{} = {v} accepted", r.key);
+            }
+        }
     }
 
     #[test]

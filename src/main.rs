@@ -18,8 +18,6 @@ mod probes;
 mod scheduler;
 mod stats;
 mod trace;
-mod trace_report;
-mod trace_skel;
 
 use std::mem::MaybeUninit;
 use std::path::PathBuf;

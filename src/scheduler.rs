@@ -24,7 +24,9 @@ use crate::config::{Config, ConfigSource, FairMode, Scope};
 use crate::fair::{Decision, FairParams, FairPolicy, Runnable};
 use crate::preflight;
 use crate::probes::{Attacher, ProbeKind, ProbeManager, ProbePoint, ProbeThread};
-use crate::stats::{ClassMetrics, CpuMetrics, Metrics, SharedMetrics};
+use crate::stats::{
+    self, ClassMetrics, CpuMetrics, Metrics, SharedMetrics, Source, CLASS_STATS, STATS,
+};
 
 const US: u64 = 1_000;
 const MS: u64 = 1_000_000;
@@ -257,7 +259,8 @@ impl<'a> Scheduler<'a> {
         }
     }
 
-    /// Counters 0..`n` of a per-CPU u64 array map, summed over CPUs.
+    /// Counters 0..`n` of a per-CPU u64 array map (`stats`, `lane_stats`),
+    /// summed over CPUs.
     fn sum_percpu(map: &impl MapCore, n: usize) -> Result<Vec<u64>> {
         let mut out = vec![0u64; n];
         for (i, slot) in out.iter_mut().enumerate() {
@@ -272,83 +275,41 @@ impl<'a> Scheduler<'a> {
         Ok(out)
     }
 
-    /// Sums the per-CPU BPF counters.
-    fn read_counters(&self) -> Result<Vec<u64>> {
-        let n = bpf_intf::stat_idx_NR_EXPRESS_STATS as usize;
-        Self::sum_percpu(&self.skel.maps.stats, n)
-    }
-
     fn metrics(&self) -> Result<Metrics> {
         use bpf_intf::*;
-        let c = self.read_counters()?;
-        let lane = self.read_lane_counters()?;
-        let probes = self.probes.as_ref().map(|p| p.counts()).unwrap_or_default();
-        let mut classes = BTreeMap::new();
+        let maps = &self.skel.maps;
+        let c = Self::sum_percpu(&maps.stats, stat_idx_NR_EXPRESS_STATS as usize)?;
+        let n_lane = task_class_NR_CLASSES * lane_stat_idx_NR_LANE_STATS;
+        let lane = Self::sum_percpu(&maps.lane_stats, n_lane as usize)?;
+        let mut m = Metrics::default();
+        stats::fill(STATS, &mut m, |src| match src {
+            Source::Bpf(i) => Some(c[i as usize]),
+            _ => None,
+        });
         for (name, class) in [
             ("gpu", task_class_CLASS_GPU),
             ("agent", task_class_CLASS_AGENT),
         ] {
-            let at = |i: u32| lane[(class * lane_stat_idx_NR_LANE_STATS + i) as usize];
-            classes.insert(
-                name.to_string(),
-                ClassMetrics {
-                    prev: at(lane_stat_idx_LANE_PREV),
-                    llc: at(lane_stat_idx_LANE_LLC),
-                    any: at(lane_stat_idx_LANE_ANY),
-                    preempt: at(lane_stat_idx_LANE_PREEMPT),
-                    preempt_waker: at(lane_stat_idx_LANE_PREEMPT_WAKER),
-                    not_quiet: at(lane_stat_idx_LANE_NOT_QUIET),
-                    requeue: at(lane_stat_idx_LANE_REQUEUE),
-                    irq_hot_skips: at(lane_stat_idx_LANE_IRQ_HOT_SKIP),
-                    deep_idle_skips: at(lane_stat_idx_LANE_DEEP_IDLE_SKIP),
-                    no_tokens: at(lane_stat_idx_LANE_NO_TOKENS),
-                    class_cap: at(lane_stat_idx_LANE_CLASS_CAP),
-                    fallback: at(lane_stat_idx_LANE_FALLBACK),
-                    wait_us: at(lane_stat_idx_LANE_WAIT_NS) / 1000,
-                    waits_over_1ms: at(lane_stat_idx_LANE_WAIT_OVER_1MS),
-                    lost_cpu: at(lane_stat_idx_LANE_LOST_CPU),
-                    cut_short: at(lane_stat_idx_LANE_CUT_SHORT),
-                },
-            );
+            let mut cm = ClassMetrics::default();
+            stats::fill(CLASS_STATS, &mut cm, |src| match src {
+                Source::Lane(i) => Some(lane[(class * lane_stat_idx_NR_LANE_STATS + i) as usize]),
+                _ => None,
+            });
+            m.classes.insert(name.to_string(), cm);
         }
-        let (charged_ns, forgiven_ns) = match self.cfg.fair.mode {
-            FairMode::Userspace => self.policy.charged_and_forgiven_ns(),
-            FairMode::Bpf => (
-                c[stat_idx_STAT_FAIR_CHARGED_NS as usize],
-                c[stat_idx_STAT_FAIR_FORGIVEN_NS as usize],
-            ),
-        };
-        Ok(Metrics {
-            user_queued: c[stat_idx_STAT_USER_QUEUED as usize],
-            user_dispatched: c[stat_idx_STAT_USER_DISPATCHED as usize],
-            direct_idle: c[stat_idx_STAT_DIRECT_IDLE as usize],
-            kthread: c[stat_idx_STAT_KTHREAD as usize],
-            usersched: c[stat_idx_STAT_USERSCHED as usize],
-            fallback: c[stat_idx_STAT_FALLBACK as usize],
-            rescued: c[stat_idx_STAT_RESCUED as usize],
-            wakeup_preempt: c[stat_idx_STAT_FAIR_PREEMPT as usize],
-            fair_wakeups: c[stat_idx_STAT_FAIR_WAKEUPS as usize],
-            fair_decide_us: c[stat_idx_STAT_FAIR_DECIDE_NS as usize] / US,
-            fair_wait_us: c[stat_idx_STAT_FAIR_WAIT_NS as usize] / US,
-            fair_waits_over_1ms: c[stat_idx_STAT_FAIR_WAIT_OVER_1MS as usize],
-            fair_preempted: c[stat_idx_STAT_FAIR_PREEMPTED as usize],
-            fair_queued: c[stat_idx_STAT_FAIR_QUEUED as usize],
-            fair_charged_ms: charged_ns / MS,
-            fair_forgiven_ms: forgiven_ns / MS,
-            fair_starved: c[stat_idx_STAT_FAIR_STARVED as usize],
-            user_lag_max_us: self.user_lag_max_ns / US,
-            fair_tasks: self.policy.nr_tasks() as u64,
-            probed_libraries: probes.libraries,
-            launch_windows: probes.windows,
-            classes,
-            cpus: self.read_cpus()?,
-        })
-    }
-
-    /// Sums the per-CPU per-class express-lane counters.
-    fn read_lane_counters(&self) -> Result<Vec<u64>> {
-        let n = (bpf_intf::task_class_NR_CLASSES * bpf_intf::lane_stat_idx_NR_LANE_STATS) as usize;
-        Self::sum_percpu(&self.skel.maps.lane_stats, n)
+        // Userspace mode charges virtual runtime here, not in BPF.
+        if self.cfg.fair.mode == FairMode::Userspace {
+            let (charged_ns, forgiven_ns) = self.policy.charged_and_forgiven_ns();
+            m.fair_charged_ms = charged_ns / MS;
+            m.fair_forgiven_ms = forgiven_ns / MS;
+        }
+        let probes = self.probes.as_ref().map(|p| p.counts()).unwrap_or_default();
+        m.user_lag_max_us = self.user_lag_max_ns / US;
+        m.fair_tasks = self.policy.nr_tasks() as u64;
+        m.probed_libraries = probes.libraries;
+        m.launch_windows = probes.windows;
+        m.cpus = self.read_cpus()?;
+        Ok(m)
     }
 
     /// Express runs and IRQ load per CPU.
@@ -380,8 +341,6 @@ impl<'a> Scheduler<'a> {
         Ok(out)
     }
 
-    /// Serves the fair path until `shutdown` is set or the kernel ejects
-    /// the scheduler. Returns the kernel's exit information.
     /// Reloads the config from `source`. A config that fails to load or
     /// validate is rejected with its reason, and the running one stays.
     fn reload(&mut self, source: &ConfigSource) {
@@ -433,6 +392,8 @@ impl<'a> Scheduler<'a> {
         &self.cfg
     }
 
+    /// Serves the fair path until `shutdown` is set or the kernel ejects
+    /// the scheduler. Returns the kernel's exit information.
     pub fn run(
         &mut self,
         shutdown: &AtomicBool,

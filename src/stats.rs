@@ -1,4 +1,11 @@
 //! Statistics: the scx_stats server behind `--stats` and `--monitor`.
+//!
+//! Every statistic is declared once, as a row of a `stat_table!` below: its
+//! field (its name in the JSON, `--help-stats` and the `--stats` text),
+//! kind, unit, where the scheduler reads it, its OpenMetrics name and its
+//! description. The scx_stats struct, the text, the deltas of
+//! `--monitor` and the OpenMetrics file all come from those rows, so adding
+//! a BPF counter means a slot in src/bpf/intf.h's enum and one row here.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -10,44 +17,198 @@ use scx_stats::prelude::*;
 use scx_stats_derive::{stat_doc, Stats};
 use serde::{Deserialize, Serialize};
 
-#[stat_doc]
-#[derive(Clone, Debug, Default, Serialize, Deserialize, Stats)]
-#[stat(_om_prefix = "c_", _om_label = "class")]
-pub struct ClassMetrics {
-    #[stat(desc = "Express wakeups placed on the previous CPU")]
-    pub prev: u64,
-    #[stat(desc = "Express wakeups placed on an idle CPU of the same LLC")]
-    pub llc: u64,
-    #[stat(desc = "Express wakeups placed on any idle CPU")]
-    pub any: u64,
-    #[stat(desc = "Express wakeups that preempted a normal task")]
-    pub preempt: u64,
-    #[stat(desc = "Of those, on the waker's CPU (synchronous wakeups)")]
-    pub preempt_waker: u64,
-    #[stat(desc = "Express wakeups placed on an IRQ-hot or deep-idle CPU: none quiet was free")]
-    pub not_quiet: u64,
-    #[stat(desc = "Express tasks kept at the head of their CPU after a slice")]
-    pub requeue: u64,
-    #[stat(desc = "Idle CPUs skipped for being IRQ-hot")]
-    pub irq_hot_skips: u64,
-    #[stat(desc = "Idle CPUs skipped for being in a deep idle state")]
-    pub deep_idle_skips: u64,
-    #[stat(desc = "Budget exhaustions: express tasks out of tokens")]
-    pub no_tokens: u64,
-    #[stat(desc = "Class over its max_share: express tasks sent to the fair path")]
-    pub class_cap: u64,
-    #[stat(desc = "Express tasks with no suitable CPU: fair path")]
-    pub fallback: u64,
-    #[stat(desc = "Total time express dispatches waited to run (us)")]
-    pub wait_us: u64,
-    #[stat(desc = "Express dispatches that waited over 1 ms to run")]
-    pub waits_over_1ms: u64,
-    #[stat(desc = "Express runs that lost the CPU while still runnable")]
-    pub lost_cpu: u64,
-    #[stat(desc = "Of those, before their slice ended: preempted")]
-    pub cut_short: u64,
+use crate::bpf_intf::*;
+
+/// How a statistic behaves from one read to the next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Only grows (wrapping at 2^64): `--monitor` shows the increase,
+    /// OpenMetrics a `_total`.
+    Counter,
+    /// A level: readers show the latest value.
+    Gauge,
 }
 
+/// The unit a statistic is shown in. BPF counts time in nanoseconds; the
+/// rows say which coarser unit readers get.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    Events,
+    Us,
+    Ms,
+}
+
+impl Unit {
+    /// Nanoseconds per unit: what a raw BPF time sum is divided by.
+    pub fn ns(self) -> u64 {
+        match self {
+            Unit::Events => 1,
+            Unit::Us => 1_000,
+            Unit::Ms => 1_000_000,
+        }
+    }
+}
+
+/// Where the scheduler reads a statistic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// The `stats` BPF map, this slot of `enum stat_idx`.
+    Bpf(u32),
+    /// The `lane_stats` BPF map, this slot of `enum lane_stat_idx`, per class.
+    Lane(u32),
+    /// Userspace state: the scheduler sets it (scheduler.rs, `metrics()`).
+    User,
+}
+
+/// One row of a statistics table.
+pub struct Stat<T> {
+    /// The struct field: the JSON key and the `--help-stats` name.
+    pub field: &'static str,
+    pub kind: Kind,
+    pub unit: Unit,
+    pub source: Source,
+    /// The OpenMetrics family, without the `scx_express_` prefix.
+    pub om_name: &'static str,
+    pub desc: &'static str,
+    pub get: fn(&T) -> u64,
+    pub set: fn(&mut T, u64),
+}
+
+/// Declares a scx_stats struct whose u64 fields are the rows of `$table`,
+/// plus `extra` fields that are not rows (maps of nested structs).
+/// Raw token trees carry the attributes and extra fields: scx_stats' derive
+/// reads field types and `desc` strings as plain tokens, which macro
+/// fragments such as `ty` or `meta` would wrap in invisible groups.
+macro_rules! stat_table {
+    (
+        $(#[$($sattr:tt)*])*
+        struct $ty:ident, $table:ident;
+        extra { $($extra:tt)* }
+        $($field:ident: $kind:ident $unit:ident $src:expr, $om:literal, $desc:tt;)*
+    ) => {
+        #[stat_doc]
+        #[derive(Clone, Debug, Default, Serialize, Deserialize, Stats)]
+        $(#[$($sattr)*])*
+        pub struct $ty {
+            $(
+                #[stat(desc = $desc)]
+                pub $field: u64,
+            )*
+            $($extra)*
+        }
+
+        pub const $table: &[Stat<$ty>] = &[$(
+            Stat {
+                field: stringify!($field),
+                kind: Kind::$kind,
+                unit: Unit::$unit,
+                source: $src,
+                om_name: $om,
+                desc: $desc,
+                get: |v| v.$field,
+                set: |v, x| v.$field = x,
+            },
+        )*];
+    };
+}
+
+stat_table! {
+    #[stat(_om_prefix = "c_", _om_label = "class")]
+    struct ClassMetrics, CLASS_STATS;
+    extra {}
+    prev: Counter Events Source::Lane(lane_stat_idx_LANE_PREV), "express_prev",
+        "Express wakeups placed on the previous CPU";
+    llc: Counter Events Source::Lane(lane_stat_idx_LANE_LLC), "express_llc",
+        "Express wakeups placed on an idle CPU of the same LLC";
+    any: Counter Events Source::Lane(lane_stat_idx_LANE_ANY), "express_any",
+        "Express wakeups placed on any idle CPU";
+    preempt: Counter Events Source::Lane(lane_stat_idx_LANE_PREEMPT), "express_preempt",
+        "Express wakeups that preempted a normal task";
+    preempt_waker: Counter Events Source::Lane(lane_stat_idx_LANE_PREEMPT_WAKER),
+        "express_preempt_waker",
+        "Express preemptions on the waker's CPU (synchronous wakeups)";
+    not_quiet: Counter Events Source::Lane(lane_stat_idx_LANE_NOT_QUIET), "express_not_quiet",
+        "Express wakeups placed on an IRQ-hot or deep-idle CPU: none quiet was free";
+    requeue: Counter Events Source::Lane(lane_stat_idx_LANE_REQUEUE), "express_requeue",
+        "Express tasks kept at the head of their CPU after a slice";
+    irq_hot_skips: Counter Events Source::Lane(lane_stat_idx_LANE_IRQ_HOT_SKIP), "irq_hot_skips",
+        "Idle CPUs skipped for being IRQ-hot";
+    deep_idle_skips: Counter Events Source::Lane(lane_stat_idx_LANE_DEEP_IDLE_SKIP),
+        "deep_idle_skips",
+        "Idle CPUs skipped for being in a deep idle state";
+    no_tokens: Counter Events Source::Lane(lane_stat_idx_LANE_NO_TOKENS), "budget_exhausted",
+        "Budget exhaustions: express tasks out of tokens";
+    class_cap: Counter Events Source::Lane(lane_stat_idx_LANE_CLASS_CAP), "class_cap",
+        "Class over its max_share: express tasks sent to the fair path";
+    fallback: Counter Events Source::Lane(lane_stat_idx_LANE_FALLBACK), "express_fallback",
+        "Express tasks with no suitable CPU: fair path";
+    wait_us: Counter Us Source::Lane(lane_stat_idx_LANE_WAIT_NS), "express_wait_us",
+        "Total time express dispatches waited to run (us)";
+    waits_over_1ms: Counter Events Source::Lane(lane_stat_idx_LANE_WAIT_OVER_1MS),
+        "express_waits_over_1ms",
+        "Express dispatches that waited over 1 ms to run";
+    lost_cpu: Counter Events Source::Lane(lane_stat_idx_LANE_LOST_CPU), "express_lost_cpu",
+        "Express runs that lost the CPU while still runnable";
+    cut_short: Counter Events Source::Lane(lane_stat_idx_LANE_CUT_SHORT), "express_cut_short",
+        "Express runs that lost the CPU before their slice ended: preempted";
+}
+
+stat_table! {
+    #[stat(top)]
+    struct Metrics, STATS;
+    extra {
+        #[stat(desc = "Express-lane counters per class")]
+        pub classes: BTreeMap<String, ClassMetrics>,
+        #[stat(desc = "Per-CPU express runs and IRQ load")]
+        pub cpus: BTreeMap<String, CpuMetrics>,
+    }
+    user_queued: Counter Events Source::Bpf(stat_idx_STAT_USER_QUEUED), "user_queued",
+        "Tasks handed to the userspace scheduler";
+    user_dispatched: Counter Events Source::Bpf(stat_idx_STAT_USER_DISPATCHED), "user_dispatched",
+        "Decisions sent back by the userspace scheduler";
+    direct_idle: Counter Events Source::Bpf(stat_idx_STAT_DIRECT_IDLE), "direct_idle",
+        "Wakeups placed directly on an idle CPU";
+    kthread: Counter Events Source::Bpf(stat_idx_STAT_KTHREAD), "kthread",
+        "Per-CPU kthreads dispatched locally";
+    usersched: Counter Events Source::Bpf(stat_idx_STAT_USERSCHED), "usersched",
+        "Wakeups of the scheduler's own threads";
+    fallback: Counter Events Source::Bpf(stat_idx_STAT_FALLBACK), "fallback",
+        "Tasks enqueued by BPF alone (userspace busy)";
+    rescued: Counter Events Source::Bpf(stat_idx_STAT_RESCUED), "rescued",
+        "Tasks rescued by BPF after waiting rescue_ms for userspace";
+    wakeup_preempt: Counter Events Source::Bpf(stat_idx_STAT_FAIR_PREEMPT), "wakeup_preempt",
+        "Fair-path wakeups that preempted a later-deadline task";
+    fair_wakeups: Counter Events Source::Bpf(stat_idx_STAT_FAIR_WAKEUPS), "fair_wakeups",
+        "Fair-path wakeups queued (in userspace mode: decided by userspace) that ran";
+    fair_decide_us: Counter Us Source::Bpf(stat_idx_STAT_FAIR_DECIDE_NS), "fair_decide_us",
+        "Total time fair-path wakeups waited for their decision, wakeup to dispatch (us)";
+    fair_wait_us: Counter Us Source::Bpf(stat_idx_STAT_FAIR_WAIT_NS), "fair_wait_us",
+        "Total time fair-path wakeups waited to run, wakeup to running (us)";
+    fair_waits_over_1ms: Counter Events Source::Bpf(stat_idx_STAT_FAIR_WAIT_OVER_1MS),
+        "fair_waits_over_1ms",
+        "Fair-path wakeups that waited over 1 ms to run";
+    fair_preempted: Counter Events Source::Bpf(stat_idx_STAT_FAIR_PREEMPTED), "fair_preempted",
+        "Fair-path tasks preempted mid-slice, put back in line by BPF";
+    fair_queued: Counter Events Source::Bpf(stat_idx_STAT_FAIR_QUEUED), "fair_queued",
+        "Tasks queued by the BPF fair policy (fair.mode = bpf)";
+    fair_charged_ms: Counter Ms Source::Bpf(stat_idx_STAT_FAIR_CHARGED_NS), "fair_charged_ms",
+        "CPU time the fair policy charged to tasks' virtual runtime (ms)";
+    fair_forgiven_ms: Counter Ms Source::Bpf(stat_idx_STAT_FAIR_FORGIVEN_NS), "fair_forgiven_ms",
+        "Charged CPU time forgiven at the debt ceiling: used away from the fair path's order (ms)";
+    fair_starved: Counter Events Source::Bpf(stat_idx_STAT_FAIR_STARVED), "fair_starved",
+        "Queued fair-path tasks the starvation guard ran out of deadline order";
+    user_lag_max_us: Gauge Us Source::User, "user_lag_max_us",
+        "Longest wait of a task for the userspace scheduler to read it, last second (us)";
+    fair_tasks: Gauge Events Source::User, "fair_tasks",
+        "Tasks known to the fair policy";
+    probed_libraries: Gauge Events Source::User, "probed_libraries",
+        "Libraries with CUDA or marker uprobes attached";
+    launch_windows: Counter Events Source::User, "launch_windows",
+        "Launch-probe windows opened";
+}
+
+/// Per-CPU numbers, not table rows: the scheduler reads them from the
+/// `cpu_ctxs` map; OpenMetrics shows the IRQ load.
 #[stat_doc]
 #[derive(Clone, Debug, Default, Serialize, Deserialize, Stats)]
 #[stat(_om_prefix = "cpu_", _om_label = "cpu")]
@@ -58,398 +219,108 @@ pub struct CpuMetrics {
     pub irq_pct: f64,
 }
 
-#[stat_doc]
-#[derive(Clone, Debug, Default, Serialize, Deserialize, Stats)]
-#[stat(top)]
-pub struct Metrics {
-    #[stat(desc = "Tasks handed to the userspace scheduler")]
-    pub user_queued: u64,
-    #[stat(desc = "Decisions sent back by the userspace scheduler")]
-    pub user_dispatched: u64,
-    #[stat(desc = "Wakeups placed directly on an idle CPU")]
-    pub direct_idle: u64,
-    #[stat(desc = "Per-CPU kthreads dispatched locally")]
-    pub kthread: u64,
-    #[stat(desc = "Wakeups of the scheduler's own threads")]
-    pub usersched: u64,
-    #[stat(desc = "Tasks enqueued by BPF alone (userspace busy)")]
-    pub fallback: u64,
-    #[stat(desc = "Tasks rescued by BPF after waiting rescue_ms for userspace")]
-    pub rescued: u64,
-    #[stat(desc = "Fair-path wakeups that preempted a later-deadline task")]
-    pub wakeup_preempt: u64,
-    #[stat(desc = "Fair-path wakeups queued (in userspace mode: decided by userspace) that ran")]
-    pub fair_wakeups: u64,
-    #[stat(desc = "Total time their decisions took, wakeup to dispatch (us)")]
-    pub fair_decide_us: u64,
-    #[stat(desc = "Total time they waited to run, wakeup to running (us)")]
-    pub fair_wait_us: u64,
-    #[stat(desc = "Fair-path wakeups that waited over 1 ms to run")]
-    pub fair_waits_over_1ms: u64,
-    #[stat(desc = "Fair-path tasks preempted mid-slice, put back in line by BPF")]
-    pub fair_preempted: u64,
-    #[stat(desc = "Tasks queued by the BPF fair policy (fair.mode = bpf)")]
-    pub fair_queued: u64,
-    #[stat(desc = "CPU time the fair policy charged to tasks' virtual runtime (ms)")]
-    pub fair_charged_ms: u64,
-    #[stat(
-        desc = "Of it, CPU time forgiven at the debt ceiling: used away from the fair path's order (ms)"
-    )]
-    pub fair_forgiven_ms: u64,
-    #[stat(desc = "Queued fair-path tasks the starvation guard ran out of deadline order")]
-    pub fair_starved: u64,
-    #[stat(
-        desc = "Longest wait of a task for the userspace scheduler to read it, last second (us)"
-    )]
-    pub user_lag_max_us: u64,
-    #[stat(desc = "Tasks known to the fair policy")]
-    pub fair_tasks: u64,
-    #[stat(desc = "Libraries with CUDA or marker uprobes attached")]
-    pub probed_libraries: u64,
-    #[stat(desc = "Launch-probe windows opened")]
-    pub launch_windows: u64,
-    #[stat(desc = "Express-lane counters per class")]
-    pub classes: BTreeMap<String, ClassMetrics>,
-    #[stat(desc = "Per-CPU express runs and IRQ load")]
-    pub cpus: BTreeMap<String, CpuMetrics>,
-}
-
-impl ClassMetrics {
-    fn delta(&self, p: &ClassMetrics) -> ClassMetrics {
-        ClassMetrics {
-            prev: self.prev.wrapping_sub(p.prev),
-            llc: self.llc.wrapping_sub(p.llc),
-            any: self.any.wrapping_sub(p.any),
-            preempt: self.preempt.wrapping_sub(p.preempt),
-            preempt_waker: self.preempt_waker.wrapping_sub(p.preempt_waker),
-            not_quiet: self.not_quiet.wrapping_sub(p.not_quiet),
-            requeue: self.requeue.wrapping_sub(p.requeue),
-            irq_hot_skips: self.irq_hot_skips.wrapping_sub(p.irq_hot_skips),
-            deep_idle_skips: self.deep_idle_skips.wrapping_sub(p.deep_idle_skips),
-            no_tokens: self.no_tokens.wrapping_sub(p.no_tokens),
-            class_cap: self.class_cap.wrapping_sub(p.class_cap),
-            fallback: self.fallback.wrapping_sub(p.fallback),
-            wait_us: self.wait_us.wrapping_sub(p.wait_us),
-            waits_over_1ms: self.waits_over_1ms.wrapping_sub(p.waits_over_1ms),
-            lost_cpu: self.lost_cpu.wrapping_sub(p.lost_cpu),
-            cut_short: self.cut_short.wrapping_sub(p.cut_short),
+/// Sets the rows of `table` that `raw` has a value for, from the raw BPF
+/// sum of their source (nanoseconds for time rows).
+pub fn fill<T>(table: &[Stat<T>], v: &mut T, raw: impl Fn(Source) -> Option<u64>) {
+    for s in table {
+        if let Some(x) = raw(s.source) {
+            (s.set)(v, x / s.unit.ns());
         }
     }
+}
 
-    /// Express runs started: every placement and every requeue.
-    pub fn runs(&self) -> u64 {
-        self.prev + self.llc + self.any + self.preempt + self.requeue
+/// `cur` with every counter row replaced by its increase since `prev`.
+fn delta_rows<T: Clone>(table: &[Stat<T>], cur: &T, prev: &T) -> T {
+    let mut out = cur.clone();
+    for s in table.iter().filter(|s| s.kind == Kind::Counter) {
+        (s.set)(&mut out, (s.get)(cur).wrapping_sub((s.get)(prev)));
     }
+    out
+}
+
+/// Rows per `--stats` text line: six `field value` pairs keep a line near
+/// 120 columns.
+const TEXT_ROWS_PER_LINE: usize = 6;
+
+/// `[tag] field value ...` lines for the rows of `table`: the names are
+/// those of the JSON and `--help-stats`.
+fn write_rows<T, W: Write>(w: &mut W, tag: &str, table: &[Stat<T>], v: &T) -> Result<()> {
+    for chunk in table.chunks(TEXT_ROWS_PER_LINE) {
+        write!(w, "[{tag}]")?;
+        for s in chunk {
+            write!(w, " {} {}", s.field, (s.get)(v))?;
+        }
+        writeln!(w)?;
+    }
+    Ok(())
 }
 
 impl Metrics {
-    /// A few human-readable lines per interval.
+    /// A few human-readable lines per interval: `[fair]` for the machine,
+    /// `[<class>]` per express class.
     pub fn format<W: Write>(&self, w: &mut W) -> Result<()> {
-        writeln!(
-            w,
-            "[fair] queued {} user q/d {}/{} idle {} kthr {} self {} fallback {} rescued {} wpreempt {} tasks {} \
-             | probes: libs {} windows {}",
-            self.fair_queued,
-            self.user_queued,
-            self.user_dispatched,
-            self.direct_idle,
-            self.kthread,
-            self.usersched,
-            self.fallback,
-            self.rescued,
-            self.wakeup_preempt,
-            self.fair_tasks,
-            self.probed_libraries,
-            self.launch_windows,
-        )?;
-        let wakeups = self.fair_wakeups.max(1) as f64;
-        writeln!(
-            w,
-            "[fair] wakeups {} | decide avg {:.0}us | wait avg {:.0}us >1ms {} | preempted {} | user lag max {}us \
-             | charged {}ms forgiven {}ms | starved {}",
-            self.fair_wakeups,
-            self.fair_decide_us as f64 / wakeups,
-            self.fair_wait_us as f64 / wakeups,
-            self.fair_waits_over_1ms,
-            self.fair_preempted,
-            self.user_lag_max_us,
-            self.fair_charged_ms,
-            self.fair_forgiven_ms,
-            self.fair_starved,
-        )?;
+        write_rows(w, "fair", STATS, self)?;
         for (name, c) in &self.classes {
-            writeln!(
-                w,
-                "[{name:>5}] prev {} llc {} any {} preempt {} (waker {}) not quiet {} requeue {} | skip irq {} deep {} \
-                 | no_tokens {} cap {} fallback {} | wait avg {:.0}us >1ms {} | lost cpu {} (cut {})",
-                c.prev,
-                c.llc,
-                c.any,
-                c.preempt,
-                c.preempt_waker,
-                c.not_quiet,
-                c.requeue,
-                c.irq_hot_skips,
-                c.deep_idle_skips,
-                c.no_tokens,
-                c.class_cap,
-                c.fallback,
-                c.wait_us as f64 / c.runs().max(1) as f64,
-                c.waits_over_1ms,
-                c.lost_cpu,
-                c.cut_short,
-            )?;
+            write_rows(w, name, CLASS_STATS, c)?;
         }
         Ok(())
     }
 
     /// Counter increase since `prev` (gauges keep their current value).
     pub fn delta(&self, prev: &Metrics) -> Metrics {
-        let classes = self
-            .classes
-            .iter()
-            .map(|(k, c)| {
-                let d = prev
-                    .classes
-                    .get(k)
-                    .map(|p| c.delta(p))
-                    .unwrap_or_else(|| c.clone());
-                (k.clone(), d)
-            })
-            .collect();
-        let cpus = self
-            .cpus
-            .iter()
-            .map(|(k, c)| {
-                let runs = prev.cpus.get(k).map(|p| p.express_runs).unwrap_or(0);
-                (
-                    k.clone(),
-                    CpuMetrics {
-                        express_runs: c.express_runs.wrapping_sub(runs),
-                        irq_pct: c.irq_pct,
-                    },
-                )
-            })
-            .collect();
-        Metrics {
-            user_queued: self.user_queued.wrapping_sub(prev.user_queued),
-            user_dispatched: self.user_dispatched.wrapping_sub(prev.user_dispatched),
-            direct_idle: self.direct_idle.wrapping_sub(prev.direct_idle),
-            kthread: self.kthread.wrapping_sub(prev.kthread),
-            usersched: self.usersched.wrapping_sub(prev.usersched),
-            fallback: self.fallback.wrapping_sub(prev.fallback),
-            rescued: self.rescued.wrapping_sub(prev.rescued),
-            wakeup_preempt: self.wakeup_preempt.wrapping_sub(prev.wakeup_preempt),
-            fair_wakeups: self.fair_wakeups.wrapping_sub(prev.fair_wakeups),
-            fair_decide_us: self.fair_decide_us.wrapping_sub(prev.fair_decide_us),
-            fair_wait_us: self.fair_wait_us.wrapping_sub(prev.fair_wait_us),
-            fair_waits_over_1ms: self
-                .fair_waits_over_1ms
-                .wrapping_sub(prev.fair_waits_over_1ms),
-            fair_preempted: self.fair_preempted.wrapping_sub(prev.fair_preempted),
-            fair_queued: self.fair_queued.wrapping_sub(prev.fair_queued),
-            fair_charged_ms: self.fair_charged_ms.wrapping_sub(prev.fair_charged_ms),
-            fair_forgiven_ms: self.fair_forgiven_ms.wrapping_sub(prev.fair_forgiven_ms),
-            fair_starved: self.fair_starved.wrapping_sub(prev.fair_starved),
-            user_lag_max_us: self.user_lag_max_us,
-            fair_tasks: self.fair_tasks,
-            probed_libraries: self.probed_libraries,
-            launch_windows: self.launch_windows.wrapping_sub(prev.launch_windows),
-            classes,
-            cpus,
+        let mut out = delta_rows(STATS, self, prev);
+        for (k, c) in out.classes.iter_mut() {
+            if let Some(p) = prev.classes.get(k) {
+                *c = delta_rows(CLASS_STATS, &self.classes[k], p);
+            }
         }
+        for (k, c) in out.cpus.iter_mut() {
+            let runs = prev.cpus.get(k).map(|p| p.express_runs).unwrap_or(0);
+            c.express_runs = c.express_runs.wrapping_sub(runs);
+        }
+        out
+    }
+}
+
+/// One OpenMetrics family: HELP, TYPE and a sample per label set.
+fn om_family(out: &mut String, name: &str, kind: Kind, help: &str, samples: &[(String, f64)]) {
+    use std::fmt::Write as _;
+    let (ty, suffix) = match kind {
+        Kind::Counter => ("counter", "_total"),
+        Kind::Gauge => ("gauge", ""),
+    };
+    let _ = writeln!(out, "# HELP scx_express_{name} {help}");
+    let _ = writeln!(out, "# TYPE scx_express_{name} {ty}");
+    for (labels, v) in samples {
+        let _ = writeln!(out, "scx_express_{name}{suffix}{labels} {v}");
     }
 }
 
 /// The metrics in the Prometheus/OpenMetrics text format, for a textfile
 /// collector or any scraper that reads files.
 pub fn openmetrics_text(m: &Metrics) -> String {
-    use std::fmt::Write as _;
     let mut out = String::new();
-    let mut counter = |name: &str, help: &str, samples: &[(String, f64)]| {
-        let _ = writeln!(out, "# HELP scx_express_{name} {help}");
-        let _ = writeln!(out, "# TYPE scx_express_{name} counter");
-        for (labels, v) in samples {
-            let _ = writeln!(out, "scx_express_{name}_total{labels} {v}");
-        }
-    };
-    let totals: [(&str, &str, u64); 16] = [
-        (
-            "user_queued",
-            "Tasks handed to the userspace scheduler",
-            m.user_queued,
-        ),
-        (
-            "user_dispatched",
-            "Decisions sent back by userspace",
-            m.user_dispatched,
-        ),
-        (
-            "direct_idle",
-            "Wakeups placed directly on an idle CPU",
-            m.direct_idle,
-        ),
-        ("fallback", "Tasks enqueued by BPF alone", m.fallback),
-        ("rescued", "Tasks rescued by BPF after rescue_ms", m.rescued),
-        (
-            "wakeup_preempt",
-            "Fair-path wakeups that preempted a later-deadline task",
-            m.wakeup_preempt,
-        ),
-        (
-            "fair_wakeups",
-            "Fair-path wakeups queued that ran",
-            m.fair_wakeups,
-        ),
-        (
-            "fair_decide_us",
-            "Time fair wakeups waited for their decision, microseconds",
-            m.fair_decide_us,
-        ),
-        (
-            "fair_wait_us",
-            "Time fair wakeups waited to run, microseconds",
-            m.fair_wait_us,
-        ),
-        (
-            "fair_waits_over_1ms",
-            "Fair-path wakeups that waited over 1 ms to run",
-            m.fair_waits_over_1ms,
-        ),
-        (
-            "fair_preempted",
-            "Fair-path tasks preempted mid-slice, put back in line by BPF",
-            m.fair_preempted,
-        ),
-        (
-            "fair_queued",
-            "Tasks queued by the BPF fair policy",
-            m.fair_queued,
-        ),
-        (
-            "fair_charged_ms",
-            "CPU time the fair policy charged to virtual runtime, milliseconds",
-            m.fair_charged_ms,
-        ),
-        (
-            "fair_forgiven_ms",
-            "Of it, CPU time forgiven at the debt ceiling, milliseconds",
-            m.fair_forgiven_ms,
-        ),
-        (
-            "fair_starved",
-            "Queued fair-path tasks the starvation guard ran out of deadline order",
-            m.fair_starved,
-        ),
-        (
-            "launch_windows",
-            "Launch-probe windows opened",
-            m.launch_windows,
-        ),
-    ];
-    for (name, help, v) in totals {
-        counter(name, help, &[(String::new(), v as f64)]);
+    for s in STATS {
+        let v = (s.get)(m) as f64;
+        om_family(&mut out, s.om_name, s.kind, s.desc, &[(String::new(), v)]);
     }
-    let per_class = |f: fn(&ClassMetrics) -> u64| -> Vec<(String, f64)> {
-        m.classes
+    for s in CLASS_STATS {
+        let samples: Vec<_> = m
+            .classes
             .iter()
-            .map(|(k, c)| (format!("{{class=\"{k}\"}}"), f(c) as f64))
-            .collect()
-    };
-    type Field = fn(&ClassMetrics) -> u64;
-    let lanes: [(&str, &str, Field); 16] = [
-        ("express_prev", "Express wakeups on the previous CPU", |c| {
-            c.prev
-        }),
-        (
-            "express_llc",
-            "Express wakeups on an idle CPU of the same LLC",
-            |c| c.llc,
-        ),
-        ("express_any", "Express wakeups on any idle CPU", |c| c.any),
-        (
-            "express_preempt",
-            "Express wakeups that preempted a normal task",
-            |c| c.preempt,
-        ),
-        (
-            "express_preempt_waker",
-            "Of those, on the waker's CPU (synchronous wakeups)",
-            |c| c.preempt_waker,
-        ),
-        (
-            "express_not_quiet",
-            "Express wakeups on an IRQ-hot or deep-idle CPU (none quiet was free)",
-            |c| c.not_quiet,
-        ),
-        (
-            "express_requeue",
-            "Express tasks kept at the head after a slice",
-            |c| c.requeue,
-        ),
-        (
-            "irq_hot_skips",
-            "Idle CPUs skipped for being IRQ-hot",
-            |c| c.irq_hot_skips,
-        ),
-        ("deep_idle_skips", "Idle CPUs skipped for deep idle", |c| {
-            c.deep_idle_skips
-        }),
-        ("budget_exhausted", "Express tasks out of tokens", |c| {
-            c.no_tokens
-        }),
-        (
-            "class_cap",
-            "Express tasks over their class max_share",
-            |c| c.class_cap,
-        ),
-        (
-            "express_fallback",
-            "Express tasks with no suitable CPU",
-            |c| c.fallback,
-        ),
-        (
-            "express_wait_us",
-            "Time express dispatches waited to run, microseconds",
-            |c| c.wait_us,
-        ),
-        (
-            "express_waits_over_1ms",
-            "Express dispatches that waited over 1 ms to run",
-            |c| c.waits_over_1ms,
-        ),
-        (
-            "express_lost_cpu",
-            "Express runs that lost the CPU while still runnable",
-            |c| c.lost_cpu,
-        ),
-        (
-            "express_cut_short",
-            "Express runs preempted before their slice ended",
-            |c| c.cut_short,
-        ),
-    ];
-    for (name, help, f) in lanes {
-        counter(name, help, &per_class(f));
+            .map(|(k, c)| (format!("{{class=\"{k}\"}}"), (s.get)(c) as f64))
+            .collect();
+        om_family(&mut out, s.om_name, s.kind, s.desc, &samples);
     }
-    let _ = writeln!(
-        out,
-        "# HELP scx_express_probed_libraries Libraries with uprobes attached"
-    );
-    let _ = writeln!(out, "# TYPE scx_express_probed_libraries gauge");
-    let _ = writeln!(out, "scx_express_probed_libraries {}", m.probed_libraries);
-    let _ = writeln!(
-        out,
-        "# HELP scx_express_cpu_irq_pct Hard+soft IRQ time in the last window, percent"
-    );
-    let _ = writeln!(out, "# TYPE scx_express_cpu_irq_pct gauge");
-    for (cpu, c) in &m.cpus {
-        let _ = writeln!(
-            out,
-            "scx_express_cpu_irq_pct{{cpu=\"{cpu}\"}} {}",
-            c.irq_pct
-        );
-    }
+    // The per-CPU gauge's description is its scx_stats one.
+    let meta = CpuMetrics::meta();
+    let help = meta.fields["irq_pct"].attrs.desc.as_deref().unwrap_or("");
+    let samples: Vec<_> = m
+        .cpus
+        .iter()
+        .map(|(cpu, c)| (format!("{{cpu=\"{cpu}\"}}"), c.irq_pct))
+        .collect();
+    om_family(&mut out, "cpu_irq_pct", Kind::Gauge, help, &samples);
     out.push_str("# EOF\n");
     out
 }
@@ -537,6 +408,154 @@ fn flatten(prefix: &str, v: &serde_json::Value, out: &mut Vec<String>) {
 mod tests {
     use super::*;
 
+    /// Every slot of a BPF counter enum (0..nr) is read by exactly one row.
+    fn assert_one_row_per_slot<T>(
+        table: &[Stat<T>],
+        nr: u32,
+        slot: fn(Source) -> Option<u32>,
+        what: &str,
+    ) {
+        let mut rows: Vec<Vec<&str>> = vec![Vec::new(); nr as usize];
+        for s in table {
+            if let Some(i) = slot(s.source) {
+                assert!(
+                    i < nr,
+                    "row {} reads {what} slot {i}, past NR = {nr}",
+                    s.field
+                );
+                rows[i as usize].push(s.field);
+            }
+        }
+        for (i, r) in rows.iter().enumerate() {
+            assert_eq!(
+                r.len(),
+                1,
+                "{what} slot {i} is read by rows {r:?}, not exactly one"
+            );
+        }
+    }
+
+    #[test]
+    fn every_bpf_stat_has_exactly_one_row() {
+        let bpf = |s| match s {
+            Source::Bpf(i) => Some(i),
+            _ => None,
+        };
+        let lane = |s| match s {
+            Source::Lane(i) => Some(i),
+            _ => None,
+        };
+        assert_one_row_per_slot(STATS, stat_idx_NR_EXPRESS_STATS, bpf, "enum stat_idx");
+        assert_one_row_per_slot(
+            CLASS_STATS,
+            lane_stat_idx_NR_LANE_STATS,
+            lane,
+            "enum lane_stat_idx",
+        );
+        assert!(
+            STATS.iter().all(|s| lane(s.source).is_none()),
+            "lane slot in STATS"
+        );
+        assert!(
+            CLASS_STATS.iter().all(|s| bpf(s.source).is_none()),
+            "stat slot in CLASS_STATS"
+        );
+    }
+
+    #[test]
+    fn intf_h_enums_match_the_bindings() {
+        // The bindings are generated from intf.h, so this checks the
+        // parse below; it guards the row test against an enum whose
+        // NR_ entry is not last (a slot bindgen numbers past it).
+        let h = include_str!("bpf/intf.h");
+        for (name, nr) in [
+            ("stat_idx", stat_idx_NR_EXPRESS_STATS),
+            ("lane_stat_idx", lane_stat_idx_NR_LANE_STATS),
+        ] {
+            let body = h
+                .split(&format!("enum {name} {{"))
+                .nth(1)
+                .and_then(|b| b.split("};").next())
+                .unwrap_or_else(|| panic!("enum {name} not in intf.h"));
+            let entries: Vec<&str> = body
+                .lines()
+                .map(|l| l.split("/*").next().unwrap().trim())
+                .filter(|l| !l.is_empty())
+                .collect();
+            assert!(
+                entries.last().unwrap().starts_with("NR_"),
+                "{name}: NR_ not last"
+            );
+            assert_eq!(entries.len() - 1, nr as usize, "{name}: {entries:?}");
+        }
+    }
+
+    #[test]
+    fn rows_agree_with_scx_stats_meta_and_are_unique() {
+        fn check<T>(table: &[Stat<T>], meta: StatsMeta) {
+            for s in table {
+                let f = meta.fields.get(s.field).expect(s.field);
+                assert_eq!(f.attrs.desc.as_deref(), Some(s.desc), "{}", s.field);
+            }
+            let mut om: Vec<_> = table.iter().map(|s| s.om_name).collect();
+            om.sort();
+            om.dedup();
+            assert_eq!(om.len(), table.len(), "duplicate OpenMetrics name");
+        }
+        check(STATS, Metrics::meta());
+        check(CLASS_STATS, ClassMetrics::meta());
+        let top: Vec<_> = STATS.iter().map(|s| s.om_name).collect();
+        assert!(
+            CLASS_STATS.iter().all(|s| !top.contains(&s.om_name)),
+            "a class family shares a name with a machine-wide one"
+        );
+    }
+
+    #[test]
+    fn fill_converts_ns_rows_to_their_unit() {
+        let mut m = Metrics::default();
+        fill(STATS, &mut m, |s| match s {
+            Source::Bpf(i) if i == stat_idx_STAT_FAIR_WAIT_NS => Some(2_500_000),
+            Source::Bpf(i) if i == stat_idx_STAT_FAIR_CHARGED_NS => Some(2_500_000),
+            Source::Bpf(i) if i == stat_idx_STAT_RESCUED => Some(7),
+            _ => None,
+        });
+        assert_eq!(
+            (m.fair_wait_us, m.fair_charged_ms, m.rescued),
+            (2_500, 2, 7)
+        );
+        assert_eq!(m.user_queued, 0, "rows without a value stay unset");
+    }
+
+    #[test]
+    fn text_shows_every_row_under_its_tag() {
+        let mut m = Metrics {
+            fair_wait_us: 12,
+            ..Default::default()
+        };
+        m.classes.insert("gpu".into(), ClassMetrics::default());
+        let mut buf = Vec::new();
+        m.format(&mut buf).unwrap();
+        let text = String::from_utf8(buf).unwrap();
+        let fair: String = text.lines().filter(|l| l.starts_with("[fair] ")).collect();
+        let gpu: String = text.lines().filter(|l| l.starts_with("[gpu] ")).collect();
+        assert!(fair.contains(" fair_wait_us 12 "), "{text}");
+        for s in STATS {
+            assert!(
+                fair.contains(&format!(" {} ", s.field)),
+                "{} missing: {text}",
+                s.field
+            );
+        }
+        for s in CLASS_STATS {
+            assert!(
+                gpu.contains(&format!(" {} ", s.field)),
+                "{} missing: {text}",
+                s.field
+            );
+        }
+    }
+
     #[test]
     fn flat_keys_are_dotted_paths() {
         let mut m = Metrics {
@@ -572,6 +591,11 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("# TYPE scx_express_rescued counter"));
+        assert!(text.contains("# TYPE scx_express_fair_tasks gauge"));
+        assert!(
+            text.contains("\nscx_express_fair_tasks 0\n"),
+            "a gauge has no _total"
+        );
         assert!(text.ends_with("# EOF\n"));
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let value = line.rsplit(' ').next().unwrap();
@@ -613,6 +637,37 @@ mod tests {
         assert_eq!(d.user_lag_max_us, 30, "a gauge: the newest value");
         assert_eq!(d.cpus["0"].express_runs, 5);
         assert_eq!(d.cpus["0"].irq_pct, 3.0);
+        let mut c = b.clone();
+        c.classes.insert(
+            "gpu".into(),
+            ClassMetrics {
+                wait_us: 50,
+                ..Default::default()
+            },
+        );
+        c.classes.insert(
+            "agent".into(),
+            ClassMetrics {
+                prev: 2,
+                ..Default::default()
+            },
+        );
+        let mut e = c.clone();
+        e.classes.get_mut("gpu").unwrap().wait_us = 80;
+        e.classes.insert(
+            "new".into(),
+            ClassMetrics {
+                llc: 6,
+                ..Default::default()
+            },
+        );
+        let d = e.delta(&c);
+        assert_eq!(d.classes["gpu"].wait_us, 30);
+        assert_eq!(d.classes["agent"].prev, 0);
+        assert_eq!(
+            d.classes["new"].llc, 6,
+            "a class first seen: its whole count"
+        );
     }
 }
 

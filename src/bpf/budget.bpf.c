@@ -15,7 +15,7 @@
  */
 #include "express.bpf.h"
 
-#define CLASS_PERIOD_NS		(100 * NSEC_PER_MSEC)
+#define CLASS_PERIOD_NS (100 * NSEC_PER_MSEC)
 
 /* Per class: express CPU time allowed per period, all CPUs together. */
 KNOB u64 class_quota_ns[NR_CLASSES];

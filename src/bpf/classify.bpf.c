@@ -65,8 +65,7 @@ __hidden struct task_ctx *task_ctx_get(struct task_struct *p)
 
 __hidden struct task_ctx *task_ctx_create(struct task_struct *p)
 {
-	return bpf_task_storage_get(&task_ctxs, p, 0,
-				    BPF_LOCAL_STORAGE_GET_F_CREATE);
+	return bpf_task_storage_get(&task_ctxs, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 }
 
 __hidden u32 task_class_of(struct task_struct *p)

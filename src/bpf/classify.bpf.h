@@ -30,7 +30,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
-	__type(key, u32);			/* tgid */
+	__type(key, u32); /* tgid */
 	__type(value, struct task_class_info);
 } proc_class SEC(".maps");
 
@@ -42,8 +42,7 @@ struct {
 volatile u32 proc_class_used;
 
 /* The class an entry grants now: probe-derived classes lapse when idle. */
-static __always_inline u32 effective_class(const struct task_class_info *ci,
-					   u64 now)
+static __always_inline u32 effective_class(const struct task_class_info *ci, u64 now)
 {
 	/* time_after(now, demote_at_ns) */
 	if (ci->source == SRC_PROBE && (s64)(ci->demote_at_ns - now) < 0)
@@ -68,8 +67,7 @@ static __always_inline u32 class_of(struct task_struct *p, u64 now)
 }
 
 /* Record @class from @source for @ci unless a higher-ranked source owns it. */
-static __always_inline void claim(struct task_class_info *ci, u32 class,
-				  u32 source, u64 now)
+static __always_inline void claim(struct task_class_info *ci, u32 class, u32 source, u64 now)
 {
 	if (ci->source > source)
 		return;
@@ -105,8 +103,8 @@ static __always_inline struct task_class_info *current_class_info(void)
  * The calling thread claims @class from @source, and so does its process
  * when the class is configured process-wide.
  */
-static __always_inline void claim_current(struct task_class_info *ci, u32 class,
-					  u32 source, u64 now)
+static __always_inline void claim_current(struct task_class_info *ci, u32 class, u32 source,
+					  u64 now)
 {
 	claim(ci, class, source, now);
 	if (class < NR_CLASSES && class_scope_process[class])

@@ -60,9 +60,9 @@ __hidden bool cpu_irq_hot(s32 cpu, u64 now)
 		return false;
 	age = now - cc->win_start_ns;
 	if (age >= 2 * irq_window_ns)
-		recent = 0;			/* nothing for two windows */
+		recent = 0; /* nothing for two windows */
 	else if (age >= irq_window_ns)
-		recent = cc->irq_ns_cur;	/* the current window is complete */
+		recent = cc->irq_ns_cur; /* the current window is complete */
 	else
 		recent = cc->irq_ns_cur > cc->irq_ns_prev ? cc->irq_ns_cur : cc->irq_ns_prev;
 	return recent * 100 > irq_hot_pct * irq_window_ns;

@@ -11,8 +11,8 @@
 #include <scx/compat.bpf.h>
 #include "intf.h"
 
-#define NSEC_PER_USEC	1000ULL
-#define NSEC_PER_MSEC	(1000ULL * NSEC_PER_USEC)
+#define NSEC_PER_USEC 1000ULL
+#define NSEC_PER_MSEC (1000ULL * NSEC_PER_USEC)
 
 /*
  * Knobs from the config file. KNOB ones live in their own data section,
@@ -51,8 +51,8 @@ u32 cpu_llc_of(s32 cpu);
 
 /* ---- Express placement (placement.bpf.c) ---- */
 /* express_lane_select_cpu() results besides a CPU id. */
-#define EXPRESS_NONE	-1	/* not an express task now: normal path */
-#define EXPRESS_FAIR	-2	/* express, but no good CPU: fair path */
+#define EXPRESS_NONE -1 /* not an express task now: normal path */
+#define EXPRESS_FAIR -2 /* express, but no good CPU: fair path */
 void lane_stat_inc(u32 class, enum lane_stat_idx idx);
 s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wake_flags);
 bool express_lane_enqueue(struct task_struct *p, u64 enq_flags);

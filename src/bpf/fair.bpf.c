@@ -135,8 +135,8 @@ volatile s64 pinned_offset[MAX_CPUS];
  * a thousand tasks queued, 10 scans a second cost well under 0.1% of a
  * CPU, and with none queued a scan only reads the DSQs' counts.
  */
-#define STARVE_NS		(1000 * NSEC_PER_MSEC)
-#define STARVE_SCAN_NS		(100 * NSEC_PER_MSEC)
+#define STARVE_NS      (1000 * NSEC_PER_MSEC)
+#define STARVE_SCAN_NS (100 * NSEC_PER_MSEC)
 
 struct starve_timer {
 	struct bpf_timer timer;
@@ -188,7 +188,7 @@ static void clock_advance(u32 idx, u64 v)
 {
 	u64 old;
 
-	barrier_var(idx);	/* as in clock_read() */
+	barrier_var(idx); /* as in clock_read() */
 	if (fair_user_mode || idx >= NR_FAIR_CLOCKS)
 		return;
 	old = fair_clock[idx];
@@ -205,7 +205,7 @@ static s64 group_offset(u32 cpu)
 {
 	s64 front, shared, off, lo, hi;
 
-	barrier_var(cpu);	/* as in clock_read() */
+	barrier_var(cpu); /* as in clock_read() */
 	if (cpu >= MAX_CPUS)
 		return 0;
 	front = fair_clock[cpu];
@@ -340,8 +340,8 @@ static u32 fair_place(struct task_struct *p, struct task_ctx *tctx, bool wakeup,
 		tctx->fair_run_exec_ns = p->se.sum_exec_runtime;
 	} else if (wakeup && time_before(tctx->fair_vruntime, lag_floor(clock))) {
 		tctx->fair_vruntime = lag_floor(clock);
-	} else if (!wakeup && time_before(tctx->fair_vruntime,
-					   runnable_floor(clock, runnable_lag(p)))) {
+	} else if (!wakeup &&
+		   time_before(tctx->fair_vruntime, runnable_floor(clock, runnable_lag(p)))) {
 		tctx->fair_vruntime = runnable_floor(clock, runnable_lag(p));
 	} else if (time_after(tctx->fair_vruntime, clock + debt)) {
 		/*
@@ -537,7 +537,8 @@ static bool keep_prev(struct task_struct *prev, u64 best)
 		 * Section 3: its lag is bounded like any runnable task's, and
 		 * with nothing queued it competed with no one: it has none.
 		 */
-		floor = best == (u64)-1 ? clock_read(idx) : runnable_floor(clock_read(idx), runnable_lag(prev));
+		floor = best == (u64)-1 ? clock_read(idx)
+					: runnable_floor(clock_read(idx), runnable_lag(prev));
 		if (time_before(tctx->fair_vruntime, floor))
 			tctx->fair_vruntime = floor;
 		next = tctx->fair_vruntime + scale_by_task_weight_inverse(prev, slice);
@@ -569,7 +570,7 @@ static bool keep_prev(struct task_struct *prev, u64 best)
  * percent of their throughput (docs/benchmarks.md, "Ordinary tasks"). The
  * order bends by at most one slice; the scan costs a few iterations.
  */
-#define LOCALITY_SCAN	8
+#define LOCALITY_SCAN 8
 
 static bool move_shared_local(s32 cpu, u64 head)
 {

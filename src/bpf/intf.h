@@ -15,100 +15,100 @@ typedef unsigned long long u64;
 
 enum express_consts {
 	/* Upper bound on CPU ids the scheduler handles. */
-	MAX_CPUS		= 1024,
+	MAX_CPUS = 1024,
 	/* Slots that track tasks handed to the userspace scheduler. Power of two. */
-	INFLIGHT_SLOTS		= 16384,
+	INFLIGHT_SLOTS = 16384,
 	/* Ring buffer sizes (bytes). */
-	QUEUED_RB_BYTES		= 4 * 1024 * 1024,
-	DISPATCH_RB_BYTES	= 4 * 1024 * 1024,
+	QUEUED_RB_BYTES = 4 * 1024 * 1024,
+	DISPATCH_RB_BYTES = 4 * 1024 * 1024,
 	/* Decisions drained from userspace per ops.dispatch() call (< dispatch batch). */
-	DRAIN_BATCH		= 16,
+	DRAIN_BATCH = 16,
 	/* Shared vtime-ordered DSQ of the fair path; per-CPU DSQs use the CPU id. */
-	SHARED_DSQ		= MAX_CPUS,
+	SHARED_DSQ = MAX_CPUS,
 	/* Virtual clocks: one per CPU for the tasks pinned to it, then the shared one. */
-	SHARED_CLOCK		= MAX_CPUS,
-	NR_FAIR_CLOCKS		= MAX_CPUS + 1,
+	SHARED_CLOCK = MAX_CPUS,
+	NR_FAIR_CLOCKS = MAX_CPUS + 1,
 	/* Dispatch target meaning "any CPU the task may run on". */
-	CPU_ANY			= -1,
+	CPU_ANY = -1,
 };
 
 /* Per-CPU event counters (the `stats` map); userspace sums them. */
 enum stat_idx {
-	STAT_USER_QUEUED,	/* tasks handed to the userspace scheduler */
-	STAT_USER_DISPATCHED,	/* decisions received back from userspace */
-	STAT_DIRECT_IDLE,	/* wakeups placed straight on an idle CPU */
-	STAT_KTHREAD,		/* per-CPU kthreads dispatched locally */
-	STAT_USERSCHED,		/* wakeups of the scheduler's own threads */
-	STAT_FALLBACK,		/* enqueued by BPF alone (userspace busy or full) */
-	STAT_RESCUED,		/* in-flight tasks dispatched by BPF after rescue_ms */
-	STAT_FAIR_PREEMPT,	/* fair wakeups that preempted a later-deadline task */
-	STAT_FAIR_WAKEUPS,	/* fair wakeups decided by userspace that ran */
-	STAT_FAIR_DECIDE_NS,	/* their enqueue -> decision inserted delays (ns) */
-	STAT_FAIR_WAIT_NS,	/* their enqueue -> running delays (ns) */
+	STAT_USER_QUEUED,	 /* tasks handed to the userspace scheduler */
+	STAT_USER_DISPATCHED,	 /* decisions received back from userspace */
+	STAT_DIRECT_IDLE,	 /* wakeups placed straight on an idle CPU */
+	STAT_KTHREAD,		 /* per-CPU kthreads dispatched locally */
+	STAT_USERSCHED,		 /* wakeups of the scheduler's own threads */
+	STAT_FALLBACK,		 /* enqueued by BPF alone (userspace busy or full) */
+	STAT_RESCUED,		 /* in-flight tasks dispatched by BPF after rescue_ms */
+	STAT_FAIR_PREEMPT,	 /* fair wakeups that preempted a later-deadline task */
+	STAT_FAIR_WAKEUPS,	 /* fair wakeups decided by userspace that ran */
+	STAT_FAIR_DECIDE_NS,	 /* their enqueue -> decision inserted delays (ns) */
+	STAT_FAIR_WAIT_NS,	 /* their enqueue -> running delays (ns) */
 	STAT_FAIR_WAIT_OVER_1MS, /* of those, waits over 1 ms */
-	STAT_FAIR_PREEMPTED,	/* preempted fair tasks put back by BPF with their deadline */
-	STAT_FAIR_QUEUED,	/* tasks queued by the BPF fair policy (fair.mode = "bpf") */
-	STAT_FAIR_CHARGED_NS,	/* CPU time the BPF fair policy charged to vruntime (ns) */
-	STAT_FAIR_FORGIVEN_NS,	/* of it, CPU time dropped at the debt bound (ns) */
-	STAT_FAIR_STARVED,	/* queued fair tasks run out of order after STARVE_NS */
+	STAT_FAIR_PREEMPTED,	 /* preempted fair tasks put back by BPF with their deadline */
+	STAT_FAIR_QUEUED,	 /* tasks queued by the BPF fair policy (fair.mode = "bpf") */
+	STAT_FAIR_CHARGED_NS,	 /* CPU time the BPF fair policy charged to vruntime (ns) */
+	STAT_FAIR_FORGIVEN_NS,	 /* of it, CPU time dropped at the debt bound (ns) */
+	STAT_FAIR_STARVED,	 /* queued fair tasks run out of order after STARVE_NS */
 	NR_EXPRESS_STATS,
 };
 
 /* Per-class express-lane counters (the `lane_stats` map: class * NR_LANE_STATS + idx). */
 enum lane_stat_idx {
-	LANE_PREV,		/* placed on the previous CPU (idle, quiet, shallow) */
-	LANE_LLC,		/* placed on an idle quiet shallow CPU of the same LLC */
-	LANE_ANY,		/* placed on any idle quiet shallow CPU */
-	LANE_PREEMPT,		/* preempted a normal task on a quiet CPU */
-	LANE_PREEMPT_WAKER,	/* of those, on the waker's CPU (synchronous wakeup) */
-	LANE_NOT_QUIET,		/* of those placed, on an IRQ-hot or deep CPU (none quiet) */
-	LANE_REQUEUE,		/* kept running at the head of its CPU after its slice */
-	LANE_IRQ_HOT_SKIP,	/* idle CPUs skipped for being IRQ-hot */
-	LANE_DEEP_IDLE_SKIP,	/* idle CPUs skipped for being in a deep idle state */
-	LANE_NO_TOKENS,		/* task out of tokens: fair path */
-	LANE_CLASS_CAP,		/* class over its max_share: fair path */
-	LANE_FALLBACK,		/* no suitable CPU: fair path */
-	LANE_WAIT_NS,		/* sum of express dispatch -> running delays (ns) */
-	LANE_WAIT_OVER_1MS,	/* express dispatches that waited over 1 ms to run */
-	LANE_LOST_CPU,		/* express runs that lost the CPU while still runnable */
-	LANE_CUT_SHORT,		/* of those, before their slice ended (preempted) */
+	LANE_PREV,	     /* placed on the previous CPU (idle, quiet, shallow) */
+	LANE_LLC,	     /* placed on an idle quiet shallow CPU of the same LLC */
+	LANE_ANY,	     /* placed on any idle quiet shallow CPU */
+	LANE_PREEMPT,	     /* preempted a normal task on a quiet CPU */
+	LANE_PREEMPT_WAKER,  /* of those, on the waker's CPU (synchronous wakeup) */
+	LANE_NOT_QUIET,	     /* of those placed, on an IRQ-hot or deep CPU (none quiet) */
+	LANE_REQUEUE,	     /* kept running at the head of its CPU after its slice */
+	LANE_IRQ_HOT_SKIP,   /* idle CPUs skipped for being IRQ-hot */
+	LANE_DEEP_IDLE_SKIP, /* idle CPUs skipped for being in a deep idle state */
+	LANE_NO_TOKENS,	     /* task out of tokens: fair path */
+	LANE_CLASS_CAP,	     /* class over its max_share: fair path */
+	LANE_FALLBACK,	     /* no suitable CPU: fair path */
+	LANE_WAIT_NS,	     /* sum of express dispatch -> running delays (ns) */
+	LANE_WAIT_OVER_1MS,  /* express dispatches that waited over 1 ms to run */
+	LANE_LOST_CPU,	     /* express runs that lost the CPU while still runnable */
+	LANE_CUT_SHORT,	     /* of those, before their slice ended (preempted) */
 	NR_LANE_STATS,
 };
 
 /* Per-CPU state for placement (the `cpu_ctxs` array map, one per CPU). */
 struct cpu_ctx {
-	u64 hardirq_enter_ns;	/* hard IRQ entry time, 0 outside one */
-	u64 softirq_enter_ns;	/* softirq entry time, 0 outside one */
-	u64 hardirq_total_ns;	/* hard IRQ time ever, to un-nest softirq time */
-	u64 hardirq_at_soft_ns;	/* hardirq_total_ns at softirq entry */
-	u64 win_start_ns;	/* start of the current IRQ window */
-	u64 irq_ns_cur;		/* IRQ time in the current window */
-	u64 irq_ns_prev;	/* IRQ time in the previous window */
-	s32 idle_state;		/* cpuidle state index, -1 when not idle */
-	u32 curr_express;	/* running an express-lane task */
-	u64 express_runs;	/* express-lane runs started here */
-	u64 curr_fair_deadline;	/* deadline of the fair-path task running, on the shared clock */
-	u64 curr_fair_vstart;	/* its vruntime when that deadline was set, on the shared clock */
-	u64 curr_fair_lag;	/* how far it may lag the front (fair.bpf.c, runnable_lag()) */
-	u32 curr_fair;		/* a fair-path task runs here (its deadline is valid) */
+	u64 hardirq_enter_ns;	  /* hard IRQ entry time, 0 outside one */
+	u64 softirq_enter_ns;	  /* softirq entry time, 0 outside one */
+	u64 hardirq_total_ns;	  /* hard IRQ time ever, to un-nest softirq time */
+	u64 hardirq_at_soft_ns;	  /* hardirq_total_ns at softirq entry */
+	u64 win_start_ns;	  /* start of the current IRQ window */
+	u64 irq_ns_cur;		  /* IRQ time in the current window */
+	u64 irq_ns_prev;	  /* IRQ time in the previous window */
+	s32 idle_state;		  /* cpuidle state index, -1 when not idle */
+	u32 curr_express;	  /* running an express-lane task */
+	u64 express_runs;	  /* express-lane runs started here */
+	u64 curr_fair_deadline;	  /* deadline of the fair-path task running, on the shared clock */
+	u64 curr_fair_vstart;	  /* its vruntime when that deadline was set, on the shared clock */
+	u64 curr_fair_lag;	  /* how far it may lag the front (fair.bpf.c, runnable_lag()) */
+	u32 curr_fair;		  /* a fair-path task runs here (its deadline is valid) */
 	u32 fair_preempt_pending; /* a wakeup kicked it to preempt that task */
 };
 
 /* Task classes. Every classification source writes one of these. */
 enum task_class {
-	CLASS_NORMAL	= 0,
-	CLASS_GPU	= 1,
-	CLASS_AGENT	= 2,
-	NR_CLASSES	= 3,
+	CLASS_NORMAL = 0,
+	CLASS_GPU = 1,
+	CLASS_AGENT = 2,
+	NR_CLASSES = 3,
 };
 
 /* Who set a task's class. A source never overrides a higher one. */
 enum class_source {
-	SRC_NONE	= 0,
-	SRC_PROBE	= 1,	/* CUDA launch/sync uprobe; lapses after idle_demote */
-	SRC_MARKER	= 2,	/* opt-in marker uprobe (express_mark_*) */
-	SRC_RULE	= 3,	/* cgroup/comm/exe rule from the config */
-	SRC_CLI		= 4,	/* `scx_express mark` */
+	SRC_NONE = 0,
+	SRC_PROBE = 1,	/* CUDA launch/sync uprobe; lapses after idle_demote */
+	SRC_MARKER = 2, /* opt-in marker uprobe (express_mark_*) */
+	SRC_RULE = 3,	/* cgroup/comm/exe rule from the config */
+	SRC_CLI = 4,	/* `scx_express mark` */
 };
 
 /*
@@ -116,34 +116,34 @@ enum class_source {
  * classification source writes it; the scheduler reads it.
  */
 struct task_class_info {
-	u32 class;		/* enum task_class */
-	u32 source;		/* enum class_source */
-	u64 launches;		/* CUDA launch-probe hits */
-	u64 syncs;		/* CUDA sync/copy-probe hits */
-	u64 last_gpu_ns;	/* last CUDA call seen (CLOCK_MONOTONIC) */
-	u64 demote_at_ns;	/* SRC_PROBE: class lapses to normal after this */
+	u32 class;	  /* enum task_class */
+	u32 source;	  /* enum class_source */
+	u64 launches;	  /* CUDA launch-probe hits */
+	u64 syncs;	  /* CUDA sync/copy-probe hits */
+	u64 last_gpu_ns;  /* last CUDA call seen (CLOCK_MONOTONIC) */
+	u64 demote_at_ns; /* SRC_PROBE: class lapses to normal after this */
 };
 
 /* The scheduler's own per-task state (task storage `task_ctxs`). */
 struct task_ctx {
-	u32 express_queued;	/* dispatched by the express lane, not yet running */
-	u32 lane_class;		/* class it was dispatched for */
-	u32 fair_dispatched;	/* last dispatched by the fair path: its vtime counts */
-	u32 select_fair;	/* ops.select_cpu() sent this wakeup to the fair path */
-	s64 tokens_ns;		/* token bucket level; negative: in debt (budget.bpf.c) */
-	u64 refill_ns;		/* last refill timestamp */
-	u64 express_since_ns;	/* start of the current express run, 0 if none */
-	u64 express_queued_ns;	/* when the pending express dispatch was made */
-	u64 express_exec_ns;	/* express running time ever, charged or not */
-	u64 fair_woken_ns;	/* fair wakeup handed to userspace at, 0 if none */
-	u64 fair_decided_ns;	/* its decision inserted at, 0 if not yet */
-	u64 fair_run_slice_ns;	/* slice it started its current run with */
-	u64 fair_run_exec_ns;	/* its sum_exec_runtime when that run started */
-	u64 fair_vruntime;	/* BPF fair policy: virtual runtime (fair.bpf.c) */
-	u64 fair_deadline;	/* BPF fair policy: virtual deadline of its next run */
-	u32 fair_clock;		/* index of the virtual clock it counts on, +1 (0: none yet) */
-	u64 fair_queued_ns;	/* BPF fair policy: last put in a fair DSQ at (starvation guard) */
-	u32 wake_sync;		/* ops.select_cpu() saw a synchronous wakeup */
+	u32 express_queued;    /* dispatched by the express lane, not yet running */
+	u32 lane_class;	       /* class it was dispatched for */
+	u32 fair_dispatched;   /* last dispatched by the fair path: its vtime counts */
+	u32 select_fair;       /* ops.select_cpu() sent this wakeup to the fair path */
+	s64 tokens_ns;	       /* token bucket level; negative: in debt (budget.bpf.c) */
+	u64 refill_ns;	       /* last refill timestamp */
+	u64 express_since_ns;  /* start of the current express run, 0 if none */
+	u64 express_queued_ns; /* when the pending express dispatch was made */
+	u64 express_exec_ns;   /* express running time ever, charged or not */
+	u64 fair_woken_ns;     /* fair wakeup handed to userspace at, 0 if none */
+	u64 fair_decided_ns;   /* its decision inserted at, 0 if not yet */
+	u64 fair_run_slice_ns; /* slice it started its current run with */
+	u64 fair_run_exec_ns;  /* its sum_exec_runtime when that run started */
+	u64 fair_vruntime;     /* BPF fair policy: virtual runtime (fair.bpf.c) */
+	u64 fair_deadline;     /* BPF fair policy: virtual deadline of its next run */
+	u32 fair_clock;	       /* index of the virtual clock it counts on, +1 (0: none yet) */
+	u64 fair_queued_ns;    /* BPF fair policy: last put in a fair DSQ at (starvation guard) */
+	u32 wake_sync;	       /* ops.select_cpu() saw a synchronous wakeup */
 };
 
 /*
@@ -151,22 +151,22 @@ struct task_ctx {
  * Sent through the `queued` ring buffer from ops.enqueue().
  */
 struct queued_task {
-	s32 pid;		/* kernel (global) pid of the thread */
-	s32 tgid;		/* process id */
-	s32 cpu;		/* CPU the task was enqueued on */
-	u32 nr_cpus_allowed;	/* affinity width */
-	u32 flags;		/* QUEUED_* */
-	u32 slot;		/* in-flight slot index, echoed back */
-	u64 seq;		/* in-flight slot sequence, echoed back */
-	u64 weight;		/* sched_ext weight: 100 is nice 0 */
-	u64 sum_exec_runtime;	/* total CPU time so far (ns) */
-	u64 express_exec_ns;	/* part of it spent in the express lane (ns) */
-	u64 enq_ns;		/* when it was queued (CLOCK_MONOTONIC) */
+	s32 pid;	      /* kernel (global) pid of the thread */
+	s32 tgid;	      /* process id */
+	s32 cpu;	      /* CPU the task was enqueued on */
+	u32 nr_cpus_allowed;  /* affinity width */
+	u32 flags;	      /* QUEUED_* */
+	u32 slot;	      /* in-flight slot index, echoed back */
+	u64 seq;	      /* in-flight slot sequence, echoed back */
+	u64 weight;	      /* sched_ext weight: 100 is nice 0 */
+	u64 sum_exec_runtime; /* total CPU time so far (ns) */
+	u64 express_exec_ns;  /* part of it spent in the express lane (ns) */
+	u64 enq_ns;	      /* when it was queued (CLOCK_MONOTONIC) */
 };
 
 /* struct queued_task flags. */
 enum queued_flags {
-	QUEUED_WAKEUP	= 1 << 0,	/* the task just woke up (it was sleeping) */
+	QUEUED_WAKEUP = 1 << 0, /* the task just woke up (it was sleeping) */
 };
 
 /*
@@ -174,21 +174,21 @@ enum queued_flags {
  * Sent through the `dispatched` user ring buffer, drained in ops.dispatch().
  */
 struct dispatched_task {
-	s32 pid;		/* thread to dispatch */
-	s32 cpu;		/* target CPU, or CPU_ANY for the shared DSQ */
-	u32 slot;		/* in-flight slot index from struct queued_task */
+	s32 pid;  /* thread to dispatch */
+	s32 cpu;  /* target CPU, or CPU_ANY for the shared DSQ */
+	u32 slot; /* in-flight slot index from struct queued_task */
 	u32 __pad;
-	u64 seq;		/* in-flight slot sequence from struct queued_task */
-	u64 slice_ns;		/* time slice */
-	u64 vtime;		/* ordering key (virtual deadline) */
+	u64 seq;      /* in-flight slot sequence from struct queued_task */
+	u64 slice_ns; /* time slice */
+	u64 vtime;    /* ordering key (virtual deadline) */
 };
 
 /* One in-flight slot: a task queued to userspace and not yet answered. */
 struct inflight_slot {
-	u64 seq;		/* 0 when free */
-	u64 enq_ns;		/* when the task was handed to userspace */
+	u64 seq;    /* 0 when free */
+	u64 enq_ns; /* when the task was handed to userspace */
 	s32 pid;
-	u32 wakeup;		/* the task was woken up (may preempt, fair.bpf.c) */
+	u32 wakeup; /* the task was woken up (may preempt, fair.bpf.c) */
 };
 
 /* `scx_express trace` (trace.bpf.c). */

@@ -156,8 +156,7 @@ static s32 usersched_cpu(struct task_struct *p, s32 cpu)
 	return cpu;
 }
 
-s32 BPF_STRUCT_OPS(express_select_cpu, struct task_struct *p, s32 prev_cpu,
-		   u64 wake_flags)
+s32 BPF_STRUCT_OPS(express_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 {
 	bool is_idle = false;
 	s32 cpu;
@@ -306,8 +305,7 @@ void BPF_STRUCT_OPS(express_stopping, struct task_struct *p, bool runnable)
 	express_lane_stopping(p, runnable, tctx, cc);
 }
 
-s32 BPF_STRUCT_OPS(express_init_task, struct task_struct *p,
-		   struct scx_init_task_args *args)
+s32 BPF_STRUCT_OPS(express_init_task, struct task_struct *p, struct scx_init_task_args *args)
 {
 	return task_ctx_create(p) ? 0 : -ENOMEM;
 }
@@ -359,16 +357,9 @@ void BPF_STRUCT_OPS(express_exit, struct scx_exit_info *ei)
 	UEI_RECORD(uei, ei);
 }
 
-SCX_OPS_DEFINE(express_ops,
-	       .select_cpu	= (void *)express_select_cpu,
-	       .enqueue		= (void *)express_enqueue,
-	       .dispatch	= (void *)express_dispatch,
-	       .running		= (void *)express_running,
-	       .stopping	= (void *)express_stopping,
-	       .init_task	= (void *)express_init_task,
-	       .cpu_release	= (void *)express_cpu_release,
-	       .cpu_online	= (void *)express_cpu_online,
-	       .cpu_offline	= (void *)express_cpu_offline,
-	       .init		= (void *)express_init,
-	       .exit		= (void *)express_exit,
-	       .name		= "express");
+SCX_OPS_DEFINE(express_ops, .select_cpu = (void *)express_select_cpu,
+	       .enqueue = (void *)express_enqueue, .dispatch = (void *)express_dispatch,
+	       .running = (void *)express_running, .stopping = (void *)express_stopping,
+	       .init_task = (void *)express_init_task, .cpu_release = (void *)express_cpu_release,
+	       .cpu_online = (void *)express_cpu_online, .cpu_offline = (void *)express_cpu_offline,
+	       .init = (void *)express_init, .exit = (void *)express_exit, .name = "express");

@@ -76,8 +76,8 @@ struct pick {
 	u64 wake_flags;
 	s32 prev_cpu;
 	u32 class;
-	bool quiet;		/* IRQ-quiet, shallow CPUs only (steps 1-4) */
-	enum lane_stat_idx where;	/* out: the step that found the CPU */
+	bool quiet;		  /* IRQ-quiet, shallow CPUs only (steps 1-4) */
+	enum lane_stat_idx where; /* out: the step that found the CPU */
 };
 
 /* Idle, allowed and, for a quiet pick, quiet and shallow; counts skips. */
@@ -110,8 +110,7 @@ static bool preemptible(struct task_struct *p, const struct cpumask *idle, s32 c
 }
 
 /* Step 1: the previous CPU if it is idle and good, claimed. */
-static bool take_prev(struct task_struct *p, const struct cpumask *idle,
-		      const struct pick *pk)
+static bool take_prev(struct task_struct *p, const struct cpumask *idle, const struct pick *pk)
 {
 	return good_idle(p, idle, pk->prev_cpu, pk) &&
 	       scx_bpf_test_and_clear_cpu_idle(pk->prev_cpu);
@@ -141,8 +140,7 @@ static s32 scan_idle(struct task_struct *p, const struct cpumask *idle, s64 llc,
  * IPI to wait for, and the data just sent is in its caches. Otherwise the
  * previous CPU first, then the same LLC, then any.
  */
-static s32 scan_preempt(struct task_struct *p, const struct cpumask *idle,
-			const struct pick *pk)
+static s32 scan_preempt(struct task_struct *p, const struct cpumask *idle, const struct pick *pk)
 {
 	u32 nr = scx_bpf_nr_cpu_ids(), llc = cpu_llc_of(pk->prev_cpu);
 	s32 cpu, other = -1, this_cpu = bpf_get_smp_processor_id();
@@ -187,8 +185,8 @@ static s32 pick_cpu(struct task_struct *p, const struct cpumask *idle, struct pi
 }
 
 /* Dispatch @p to @cpu's local queue now, for @class. */
-static void dispatch_express(struct task_struct *p, struct task_ctx *tctx, u32 class,
-			     u64 dsq, u64 enq_flags)
+static void dispatch_express(struct task_struct *p, struct task_ctx *tctx, u32 class, u64 dsq,
+			     u64 enq_flags)
 {
 	tctx->express_queued = 1;
 	tctx->express_queued_ns = bpf_ktime_get_ns();
@@ -209,8 +207,11 @@ __hidden s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wa
 	if (class == CLASS_NORMAL || !tctx)
 		return EXPRESS_NONE;
 	tctx->select_fair = 0;
-	pk = (struct pick){ .now = now, .wake_flags = wake_flags, .prev_cpu = prev_cpu,
-			    .class = class, .quiet = true };
+	pk = (struct pick){ .now = now,
+			    .wake_flags = wake_flags,
+			    .prev_cpu = prev_cpu,
+			    .class = class,
+			    .quiet = true };
 
 	idle = scx_bpf_get_idle_cpumask();
 	cpu = pick_cpu(p, idle, &pk);
@@ -326,8 +327,8 @@ __hidden void express_lane_running(struct task_ctx *tctx, struct cpu_ctx *cc)
  * that, something took the slice away. The policy never preempts an
  * express task for a normal one, so cut_short stays near zero.
  */
-__hidden void express_lane_stopping(struct task_struct *p, bool runnable,
-				    struct task_ctx *tctx, struct cpu_ctx *cc)
+__hidden void express_lane_stopping(struct task_struct *p, bool runnable, struct task_ctx *tctx,
+				    struct cpu_ctx *cc)
 {
 	u64 now = bpf_ktime_get_ns();
 

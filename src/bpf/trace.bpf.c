@@ -36,8 +36,8 @@
 #include <bpf/bpf_core_read.h>
 #include "intf.h"
 
-#define NSEC_PER_USEC	1000ULL
-#define NSEC_PER_MSEC	(1000ULL * NSEC_PER_USEC)
+#define NSEC_PER_USEC 1000ULL
+#define NSEC_PER_MSEC (1000ULL * NSEC_PER_USEC)
 
 /* ---- Knobs (rodata, set by src/trace.rs before load) ---- */
 
@@ -175,8 +175,7 @@ struct vma_inode {
 	u64 inode;
 };
 
-static long vma_inode_cb(struct task_struct *task, struct vm_area_struct *vma,
-			 void *data)
+static long vma_inode_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
 {
 	struct vma_inode *out = data;
 	struct file *f = vma->vm_file;
@@ -200,8 +199,7 @@ static __always_inline u64 inode_at(struct task_struct *cur, u64 addr)
  * call), rather than a new call by the application? Sets *unknown when the
  * caller could not be read.
  */
-static __always_inline bool nested_call(struct pt_regs *ctx, u64 cookie,
-					bool *unknown)
+static __always_inline bool nested_call(struct pt_regs *ctx, u64 cookie, bool *unknown)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
 	u64 sp = PT_REGS_SP(ctx), ret = 0, ino;
@@ -232,12 +230,11 @@ static __always_inline bool nested_call(struct pt_regs *ctx, u64 cookie,
 			nested = true;
 	}
 
-	tt = bpf_task_storage_get(&trace_tasks, cur, 0,
-				  BPF_LOCAL_STORAGE_GET_F_CREATE);
+	tt = bpf_task_storage_get(&trace_tasks, cur, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!tt)
 		return nested;
 	if (!nested && ret && tt->sp == sp && tt->ret == ret && tt->cookie != cookie)
-		nested = true;		/* a tail call from the last outer hit */
+		nested = true; /* a tail call from the last outer hit */
 	if (!nested) {
 		tt->sp = sp;
 		tt->ret = ret;
@@ -327,8 +324,8 @@ int BPF_UPROBE(trace_mark_normal)
 /* ---- Context switches ---- */
 
 SEC("tp_btf/sched_switch")
-int BPF_PROG(trace_sched_switch, bool preempt, struct task_struct *prev,
-	     struct task_struct *next, unsigned int prev_state)
+int BPF_PROG(trace_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
 {
 	struct express_event *e;
 	u32 flags = 0;

@@ -7,55 +7,55 @@
 #define __EXPRESS_TRACE_INTF_H
 
 enum trace_consts {
-	TRACE_COMM_LEN		= 16,
+	TRACE_COMM_LEN = 16,
 	/* Hard IRQ numbers counted one by one; larger ones share the last slot. */
-	TRACE_MAX_IRQS		= 2048,
+	TRACE_MAX_IRQS = 2048,
 	/* Softirq vectors counted (the kernel has NR_SOFTIRQS = 10). */
-	TRACE_MAX_SOFTIRQS	= 16,
+	TRACE_MAX_SOFTIRQS = 16,
 	/* Probe points told apart by their attach cookie. */
-	TRACE_MAX_POINTS	= 4096,
+	TRACE_MAX_POINTS = 4096,
 	/* Default ring buffer size (bytes); userspace may change it before load. */
-	TRACE_RB_BYTES		= 32 * 1024 * 1024,
+	TRACE_RB_BYTES = 32 * 1024 * 1024,
 };
 
 enum trace_event_type {
-	TRACE_EV_LAUNCH		= 1,	/* CUDA launch-probe hit */
-	TRACE_EV_SYNC		= 2,	/* CUDA sync/copy-probe hit */
-	TRACE_EV_MARK		= 3,	/* marker-probe hit */
-	TRACE_EV_SWITCH		= 4,	/* sched_switch with a traced prev or next */
-	TRACE_EV_IRQ		= 5,	/* hard IRQ that interrupted a traced thread */
-	TRACE_EV_SOFTIRQ	= 6,	/* softirq run on a traced thread's time */
+	TRACE_EV_LAUNCH = 1,  /* CUDA launch-probe hit */
+	TRACE_EV_SYNC = 2,    /* CUDA sync/copy-probe hit */
+	TRACE_EV_MARK = 3,    /* marker-probe hit */
+	TRACE_EV_SWITCH = 4,  /* sched_switch with a traced prev or next */
+	TRACE_EV_IRQ = 5,     /* hard IRQ that interrupted a traced thread */
+	TRACE_EV_SOFTIRQ = 6, /* softirq run on a traced thread's time */
 };
 
 enum trace_event_flags {
 	/* CUDA hit from inside a probed CUDA library, or a tail call: not a new call. */
-	TRACE_F_NESTED		= 1 << 0,
+	TRACE_F_NESTED = 1 << 0,
 	/* This hit turned the thread's class from something else to `class`. */
-	TRACE_F_CLASSIFIED	= 1 << 1,
+	TRACE_F_CLASSIFIED = 1 << 1,
 	/* Switch: prev is traced (a switch_out) / next is traced (a switch_in). */
-	TRACE_F_PREV		= 1 << 2,
-	TRACE_F_NEXT		= 1 << 3,
+	TRACE_F_PREV = 1 << 2,
+	TRACE_F_NEXT = 1 << 3,
 	/* Switch: prev was preempted (it stays runnable). */
-	TRACE_F_PREEMPT		= 1 << 4,
+	TRACE_F_PREEMPT = 1 << 4,
 	/* CUDA hit whose caller could not be read (counted as not nested). */
-	TRACE_F_CALLER_UNKNOWN	= 1 << 5,
+	TRACE_F_CALLER_UNKNOWN = 1 << 5,
 };
 
 /* One event, BPF -> userspace through the `events` ring buffer. */
 struct express_event {
-	u64 ts_ns;		/* bpf_ktime_get_ns() (CLOCK_MONOTONIC) */
-	u32 type;		/* enum trace_event_type */
-	u32 flags;		/* enum trace_event_flags */
-	s32 pid;		/* tgid of the task (switch: of prev) */
-	s32 tid;		/* thread id (switch: of prev) */
+	u64 ts_ns; /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) */
+	u32 type;  /* enum trace_event_type */
+	u32 flags; /* enum trace_event_flags */
+	s32 pid;   /* tgid of the task (switch: of prev) */
+	s32 tid;   /* thread id (switch: of prev) */
 	s32 cpu;
-	u32 class;		/* CUDA/marker hits: the thread's class after it */
-	u64 arg;		/* CUDA/marker: attach cookie; IRQ: number/vector */
-	u64 value;		/* switch: prev_state; IRQ: duration (ns) */
-	s32 next_pid;		/* switch: next's tgid and thread id */
+	u32 class;    /* CUDA/marker hits: the thread's class after it */
+	u64 arg;      /* CUDA/marker: attach cookie; IRQ: number/vector */
+	u64 value;    /* switch: prev_state; IRQ: duration (ns) */
+	s32 next_pid; /* switch: next's tgid and thread id */
 	s32 next_tid;
-	char comm[TRACE_COMM_LEN];	/* task (switch: prev) */
-	char other[TRACE_COMM_LEN];	/* switch: next's comm; hard IRQ: handler name */
+	char comm[TRACE_COMM_LEN];  /* task (switch: prev) */
+	char other[TRACE_COMM_LEN]; /* switch: next's comm; hard IRQ: handler name */
 };
 
 /* Per-CPU IRQ totals (maps `hardirq_totals`, `softirq_totals`). */

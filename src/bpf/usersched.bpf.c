@@ -23,13 +23,13 @@
 KNOB u64 rescue_ns = 50 * NSEC_PER_MSEC;
 
 /* Timer period: how often idle CPUs are woken to drain or rescue. */
-#define FAIR_TIMER_NS		(2 * NSEC_PER_MSEC)
+#define FAIR_TIMER_NS	 (2 * NSEC_PER_MSEC)
 /* How long the fair path bypasses userspace after a rescue. */
-#define DEGRADED_NS		(1000 * NSEC_PER_MSEC)
+#define DEGRADED_NS	 (1000 * NSEC_PER_MSEC)
 /* Slice a preempted task must have left to skip the userspace round trip. */
-#define FAIR_MIN_LEFT_NS	(100 * NSEC_PER_USEC)
+#define FAIR_MIN_LEFT_NS (100 * NSEC_PER_USEC)
 /* Set in an in-flight slot's seq once the slot is answered or rescued. */
-#define SLOT_DONE		(1ULL << 63)
+#define SLOT_DONE	 (1ULL << 63)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -98,9 +98,9 @@ static struct inflight_slot *slot_of(u64 seq)
  * per possible count.
  */
 struct dispatch_state {
-	u32 budget;	/* decisions left to drain */
-	u32 inserted;	/* tasks inserted into DSQs so far */
-	u32 deferred;	/* the previous call returned early to be called again */
+	u32 budget;   /* decisions left to drain */
+	u32 inserted; /* tasks inserted into DSQs so far */
+	u32 deferred; /* the previous call returned early to be called again */
 };
 
 struct {
@@ -232,8 +232,7 @@ __hidden void fair_enqueue_fallback(struct task_struct *p, u64 enq_flags)
 }
 
 /* Insert @p where userspace (or the rescue path) decided. */
-static void usersched_insert(struct task_struct *p, s32 cpu, u64 slice_ns, u64 vtime,
-			     bool wakeup)
+static void usersched_insert(struct task_struct *p, s32 cpu, u64 slice_ns, u64 vtime, bool wakeup)
 {
 	struct dispatch_state *ds;
 	u64 dsq = fair_dsq(p, cpu);

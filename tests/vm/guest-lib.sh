@@ -226,6 +226,7 @@ expect() {
 
 # A config whose comm rule makes the agent stand-in's loop thread agent
 # (the decode stand-in is classified gpu by its CUDA calls).
+# shellcheck disable=SC2034 # used by the scenarios that source this file
 AGENT_RULE_TOML='[[classify.rules]]
 class = "agent"
 comm = "agent-loop"'
@@ -303,6 +304,7 @@ untrack() {
 }
 # tracked_progressed WHEN: every tracked thread got CPU time since the last
 # call (or track); logs each one's gain in ticks.
+# shellcheck disable=SC2154 # _t, _p and _b are set by the eval
 tracked_progressed() {
     _gains=''
     for _n in $_tracked; do

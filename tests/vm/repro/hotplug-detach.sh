@@ -12,6 +12,7 @@
 # instead; PROBE_SCHED=none attaches nothing (the EEVDF control).
 # vmtest: smp=2 timeout=580 bins=target/release/scx_express,/usr/bin/stress-ng
 # vmtest: files=workloads/build:/opt/w tcg=single
+# shellcheck source=../guest-lib.sh
 . /lib/vmtest/guest-lib.sh
 CPU1=/sys/devices/system/cpu/cpu1/online
 dump() {

@@ -12,10 +12,10 @@
 
 split() {
     mode=$1
-    printf '[fair]\nmode = "%s"\n' "$mode" >/tmp/$mode.toml
-    start_scx /tmp/scx-$mode.log --config /tmp/$mode.toml
-    wait_until 10 grep -q "fair.mode $mode" /tmp/scx-$mode.log ||
-        { cat /tmp/scx-$mode.log; fail "$mode: the log does not name fair.mode $mode"; }
+    printf '[fair]\nmode = "%s"\n' "$mode" >"/tmp/$mode.toml"
+    start_scx "/tmp/scx-$mode.log" --config "/tmp/$mode.toml"
+    wait_until 10 grep -q "fair.mode $mode" "/tmp/scx-$mode.log" ||
+        { cat "/tmp/scx-$mode.log"; fail "$mode: the log does not name fair.mode $mode"; }
 
     hog --cpu 1 --nice 0 --duration 25 >/tmp/hog0.log &
     h0=$!

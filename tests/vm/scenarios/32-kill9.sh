@@ -61,6 +61,7 @@ sigstop_check() {
     log "$1: scheduler stopped (SIGSTOP) under stress-ng --cpu 4"
     t0=$(uptime_cs)
     # A short-lived task must still get CPU while userspace is frozen.
+    # shellcheck disable=SC2016 # the inner sh expands it
     timeout 10 sh -c 'i=0; while [ $i -lt 2000 ]; do i=$((i + 1)); done; echo done' >/tmp/probe.out 2>&1
     rc=$?
     dt=$(($(uptime_cs) - t0))
@@ -96,6 +97,7 @@ echo "ok: kernel fell back to the default scheduler (state disabled)"
 dmesg | grep 'sched_ext' | tail -n 3
 no_stall "kill -9"
 pins_present || fail "kill -9 left no pins: the stale-pin case below would test nothing"
+# shellcheck disable=SC2012 # a listing to read, of names bpffs fixes
 echo "ok: kill -9 left stale pins: $(ls "$PINS" | tr '\n' ' ')"
 # Observed, not asserted: what mark/ps do with stale pins and no scheduler.
 sleep 60 &

@@ -22,6 +22,7 @@ scx_express >/tmp/scx1.log 2>&1 &
 scx=$!
 wait_sched_state enabled 90 || { cat /tmp/scx1.log; fail "scheduler did not attach"; }
 log "first instance attached: ops $(sched_ops_name)"
+# shellcheck disable=SC2012 # inode numbers, of names bpffs fixes
 pins_before=$(ls -i "$PINS" | sort)
 check "--monitor reaches the first instance" monitor_ok
 seq1=$(enable_seq)
@@ -46,6 +47,7 @@ expect "first instance alive" \
 expect "enable_seq unchanged" \
     "enable_seq moved: the second instance replaced the first" \
     [ "$(enable_seq)" = "$seq1" ]
+# shellcheck disable=SC2012 # as for pins_before
 pins_after=$(ls -i "$PINS" 2>&1 | sort)
 if [ "$pins_after" = "$pins_before" ]; then
     echo "ok: the first instance's pins are untouched"

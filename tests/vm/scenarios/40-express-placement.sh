@@ -22,7 +22,7 @@
 # the default mode too, is an open item (docs/benchmarks.md, "Ordinary
 # tasks").
 F='[fair]\nmode = "userspace"\n'
-printf '%b' "$F[express]\nirq_hot_pct = 2\nquiet_only = true\n" >/tmp/avoid.toml
+printf '%b' "${F}[express]\nirq_hot_pct = 2\nquiet_only = true\n" >/tmp/avoid.toml
 start_scx /tmp/scx.log --config /tmp/avoid.toml
 
 PLACED="classes.gpu.prev classes.gpu.llc classes.gpu.any classes.gpu.preempt"
@@ -144,7 +144,7 @@ all_hot_phase
 echo "ok: quiet_only: $fb wakeups took the fair path instead ($nq on a hot CPU; without it $lane_nq and $lane_fb)"
 stop_scx
 
-printf '%b' "$F[express]\nirq_hot_pct = 100\n" >/tmp/control.toml
+printf '%b' "${F}[express]\nirq_hot_pct = 100\n" >/tmp/control.toml
 start_scx /tmp/scx2.log --config /tmp/control.toml
 irq_phase
 [ "$skips" = 0 ] || fail "IRQ avoidance off, yet $skips skips counted"

@@ -135,12 +135,14 @@ echo "ok: no ejection, no stall, every task ran while RT hogs held CPUs 0-$((LAS
 
 # What the server promises over the sampled window, in ms.
 [ -n "${s1_t:-}" ] || fail "no sample was taken under the RT hogs"
+# shellcheck disable=SC2154 # sample sets s0_t and s1_t through eval
 span=$((s1_t - s0_t))
 promised=$((span * runtime / period))
 [ "$promised" -ge 100 ] || fail "the sampled window (${span} ms) is too short to check the guarantee"
 cpu=0
 while [ "$cpu" -lt "$LAST" ]; do
     eval "got=\$((s1_$cpu - s0_$cpu)) granted=\$((s1_rt$cpu - s0_rt$cpu))"
+    # shellcheck disable=SC2154 # got and granted: set by the eval above
     log "cpu$cpu: in ${span} ms under the RT hog, the RT hog waited $granted ms (the server promises sched_ext $promised); the pinned hog ran $got ms"
     [ "$granted" -ge $((promised / 2)) ] ||
         fail_logs "cpu$cpu: the RT hog left sched_ext only $granted ms of ${span}, under half the server's $promised"

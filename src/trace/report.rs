@@ -543,6 +543,50 @@ fn csv_row(
     );
 }
 
+/// A context switch's rows: `switch_out` if the task leaving is traced,
+/// `switch_in` if the one arriving is.
+fn csv_switch_rows(out: &mut String, e: &Event, offcpu_ns: Option<u64>) {
+    let me = (e.pid, e.tid, &e.comm);
+    let preempt = e.has(bpf_intf::trace_event_flags_TRACE_F_PREEMPT);
+    let state = task_state(e.value, preempt);
+    let next = (e.next_pid, e.next_tid, &e.other);
+    if e.prev_traced() {
+        let detail = if e.involuntary() {
+            "involuntary"
+        } else {
+            "voluntary"
+        };
+        csv_row(
+            out,
+            e,
+            "switch_out",
+            me,
+            detail,
+            "",
+            "",
+            &state,
+            Some((e.next_tid, &e.other)),
+            None,
+            None,
+        );
+    }
+    if e.next_traced() {
+        csv_row(
+            out,
+            e,
+            "switch_in",
+            next,
+            "",
+            "",
+            "",
+            &state,
+            Some((e.tid, &e.comm)),
+            None,
+            offcpu_ns,
+        );
+    }
+}
+
 /// Appends the CSV rows of one event: one row, or for a context switch a
 /// `switch_out` row (prev traced) and/or a `switch_in` row (next traced).
 /// `offcpu_ns`: what `Analyzer::on_event` returned for it.
@@ -565,46 +609,7 @@ pub fn csv_rows(out: &mut String, e: &Event, points: &[PointInfo], offcpu_ns: Op
                 out, e, kind, me, symbol, nested, class, "", None, None, None,
             );
         }
-        EventKind::Switch => {
-            let preempt = e.has(bpf_intf::trace_event_flags_TRACE_F_PREEMPT);
-            let state = task_state(e.value, preempt);
-            let next = (e.next_pid, e.next_tid, &e.other);
-            if e.prev_traced() {
-                let detail = if e.involuntary() {
-                    "involuntary"
-                } else {
-                    "voluntary"
-                };
-                csv_row(
-                    out,
-                    e,
-                    "switch_out",
-                    me,
-                    detail,
-                    "",
-                    "",
-                    &state,
-                    Some((e.next_tid, &e.other)),
-                    None,
-                    None,
-                );
-            }
-            if e.next_traced() {
-                csv_row(
-                    out,
-                    e,
-                    "switch_in",
-                    next,
-                    "",
-                    "",
-                    "",
-                    &state,
-                    Some((e.tid, &e.comm)),
-                    None,
-                    offcpu_ns,
-                );
-            }
-        }
+        EventKind::Switch => csv_switch_rows(out, e, offcpu_ns),
         EventKind::Irq => csv_row(
             out,
             e,
@@ -784,6 +789,16 @@ fn opt(v: Option<f64>, prec: usize) -> String {
 /// The human-readable report.
 pub fn render(r: &Report) -> String {
     let mut s = String::new();
+    render_header(&mut s, r);
+    render_threads(&mut s, r);
+    render_pairs(&mut s, r);
+    render_points(&mut s, r);
+    render_irqs(&mut s, r);
+    s
+}
+
+/// The summary line and the caveats of the run's mode.
+fn render_header(s: &mut String, r: &Report) {
     let _ = writeln!(
         s,
         "scx_express trace: {:.1} s, probe policy {}{}, {} libraries, {} probe points, \
@@ -805,6 +820,10 @@ pub fn render(r: &Report) -> String {
              and launch pairs cover those windows\n",
         );
     }
+}
+
+/// One line per thread.
+fn render_threads(s: &mut String, r: &Report) {
     let _ = writeln!(s, "\nthreads (CUDA/marker callers{}):", {
         if r.pid_filter.is_some() {
             ", and every thread of --pid"
@@ -848,6 +867,10 @@ pub fn render(r: &Report) -> String {
             opt(t.detect_ms, 1),
         );
     }
+}
+
+/// Launch pairs of the threads that launched more than once.
+fn render_pairs(s: &mut String, r: &Report) {
     let launchers: Vec<_> = r
         .threads
         .iter()
@@ -881,6 +904,10 @@ pub fn render(r: &Report) -> String {
             );
         }
     }
+}
+
+/// Hits per probe point.
+fn render_points(s: &mut String, r: &Report) {
     if !r.points.is_empty() {
         let _ = writeln!(
             s,
@@ -899,6 +926,10 @@ pub fn render(r: &Report) -> String {
             );
         }
     }
+}
+
+/// IRQ counts and time.
+fn render_irqs(s: &mut String, r: &Report) {
     if !r.irqs.is_empty() {
         let _ = writeln!(
             s,
@@ -918,7 +949,6 @@ pub fn render(r: &Report) -> String {
             );
         }
     }
-    s
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 //! preemption between two launches, and how long detection takes.
 //!
 //! Discovery and attachment are the scheduler's own (src/probes.rs); the
-//! analysis is pure and lives in src/trace_report.rs.
+//! analysis is pure and lives in report.rs.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -26,11 +26,12 @@ use log::{info, warn};
 use crate::bpf_intf;
 use crate::classify::{self, Source, TaskMap};
 use crate::config::{ClassName, Config, Scope};
-use crate::probes::{Attacher, Discovery, ProbeKind, ProbeManager, ProbePoint};
-use crate::trace_report::{
-    self as report, Analyzer, Event, IrqRow, PointInfo, PointRow, Report, WindowSim,
-};
-use crate::trace_skel::{TraceProgs, TraceSkelBuilder};
+use crate::probes::{Attacher, Discovery, ProbeCounts, ProbeKind, ProbeManager, ProbePoint};
+use report::{Analyzer, Event, IrqRow, PointInfo, PointRow, Report, ThreadRow, WindowSim};
+use skel::{TraceProgs, TraceSkel, TraceSkelBuilder};
+
+pub mod report;
+mod skel;
 
 const MS: u64 = 1_000_000;
 /// Longest wait for events; the ring buffer is read at least this often.
@@ -223,29 +224,93 @@ fn note_window(windows: &mut Vec<[u64; 2]>, was_open: bool, open: bool) {
     }
 }
 
-/// Runs `scx_express trace` until `--duration` or `shutdown`.
+/// Runs `scx_express trace` until `--duration` or `shutdown`: load the
+/// probes-only object, trace, then build the report from the events and
+/// the maps.
 pub fn run(args: &TraceArgs, cfg: &Config, shutdown: &AtomicBool, verbose: bool) -> Result<()> {
     crate::preflight::require_root("scx_express trace", "it loads BPF programs")?;
+    let duration = check_args(args)?;
+    let mut open_object = MaybeUninit::uninit();
+    let skel = load(args, cfg, verbose, &mut open_object)?;
+    let tp_links = attach_tracepoints(&skel, args)?;
+    let points: Rc<RefCell<Vec<PointInfo>>> = Rc::default();
+    let sink = Rc::new(RefCell::new(open_sink(args, cfg, &points)?));
+    let traced = trace(
+        args, cfg, &skel, &sink, &points, tp_links, duration, shutdown,
+    )?;
+
+    let mut sink = Rc::try_unwrap(sink)
+        .map_err(|_| anyhow::anyhow!("event sink still shared"))?
+        .into_inner();
+    if let Some(mut w) = sink.csv.take() {
+        w.flush()?;
+    }
+    if let Some(e) = sink.csv_error {
+        return Err(e).context("writing the CSV file");
+    }
+    let lost = skel
+        .maps
+        .bss_data
+        .as_ref()
+        .map(|b| unsafe { std::ptr::read_volatile(&b.dropped_events) })
+        .unwrap_or(0);
+    if lost > 0 {
+        warn!("{lost} events did not fit in the ring buffer and were lost");
+    }
+
+    let analyzer = &sink.analyzer;
+    let r = Report {
+        duration_s: (traced.end_ns - traced.start_ns) as f64 / 1e9,
+        probe_policy: args.probe_policy.as_str().into(),
+        events: !args.no_events,
+        pid_filter: args.pid,
+        start_ns: traced.start_ns,
+        end_ns: traced.end_ns,
+        probes_attached_ns: traced.attached_ns,
+        libraries: traced.counts.libraries,
+        probe_points: points.borrow().len() as u64,
+        launch_windows: traced.counts.windows,
+        launch_windows_ns: traced.windows,
+        lost_events: lost,
+        threads: thread_rows(args, cfg, &skel, analyzer, traced.end_ns)?,
+        points: point_rows(args, &points.borrow(), analyzer),
+        irqs: if args.no_events {
+            Vec::new()
+        } else {
+            irq_rows(&skel)
+        },
+    };
+    emit(args, &r)
+}
+
+/// Checks `--pid` and returns `--duration`.
+fn check_args(args: &TraceArgs) -> Result<Option<Duration>> {
     if let Some(p) = args.pid {
         if p <= 0 || !Path::new("/proc").join(p.to_string()).exists() {
             bail!("--pid {p}: no such process");
         }
     }
-    let duration = args
-        .duration
+    args.duration
         .map(|s| {
             Duration::try_from_secs_f64(s)
                 .ok()
                 .filter(|d| !d.is_zero())
                 .with_context(|| format!("--duration takes a positive number of seconds, got {s}"))
         })
-        .transpose()?;
+        .transpose()
+}
 
-    let mut open_object = MaybeUninit::uninit();
+/// Opens, configures and loads the trace BPF object.
+fn load<'o>(
+    args: &TraceArgs,
+    cfg: &Config,
+    verbose: bool,
+    open_object: &'o mut MaybeUninit<libbpf_rs::OpenObject>,
+) -> Result<TraceSkel<'o>> {
     let mut builder = TraceSkelBuilder::default();
     builder.obj_builder.debug(verbose);
     let mut open = builder
-        .open(&mut open_object)
+        .open(open_object)
         .context("opening the trace BPF object")?;
     let rodata = open
         .maps
@@ -263,7 +328,7 @@ pub fn run(args: &TraceArgs, cfg: &Config, shutdown: &AtomicBool, verbose: bool)
         // No events: keep the ring buffer small.
         open.maps.events.set_max_entries(4096)?;
     }
-    let skel = open.load().map_err(|e| {
+    open.load().map_err(|e| {
         anyhow::Error::from(e).context(format!(
             "loading the trace BPF object (needs BTF and uprobes){}",
             crate::preflight::load_failure_hints()
@@ -271,50 +336,36 @@ pub fn run(args: &TraceArgs, cfg: &Config, shutdown: &AtomicBool, verbose: bool)
                 .map(|h| format!("\n  - {h}"))
                 .collect::<String>()
         ))
-    })?;
+    })
+}
 
-    // Tracepoints: context switches and IRQs.
+/// Tracepoints: context switches and IRQs (none with `--no-events`).
+fn attach_tracepoints(skel: &TraceSkel<'_>, args: &TraceArgs) -> Result<Vec<libbpf_rs::Link>> {
     let mut tp_links = Vec::new();
-    if !args.no_events {
-        for (name, prog) in [
-            ("sched_switch", &skel.progs.trace_sched_switch),
-            ("irq_handler_entry", &skel.progs.trace_irq_entry),
-            ("irq_handler_exit", &skel.progs.trace_irq_exit),
-            ("softirq_entry", &skel.progs.trace_softirq_entry),
-            ("softirq_exit", &skel.progs.trace_softirq_exit),
-        ] {
-            match prog.attach() {
-                Ok(l) => tp_links.push(l),
-                Err(e) if name == "sched_switch" => {
-                    return Err(e).context("attaching the sched_switch tracepoint")
-                }
-                Err(e) => warn!("tracepoint {name}: {e} (no IRQ statistics)"),
+    if args.no_events {
+        return Ok(tp_links);
+    }
+    for (name, prog) in [
+        ("sched_switch", &skel.progs.trace_sched_switch),
+        ("irq_handler_entry", &skel.progs.trace_irq_entry),
+        ("irq_handler_exit", &skel.progs.trace_irq_exit),
+        ("softirq_entry", &skel.progs.trace_softirq_entry),
+        ("softirq_exit", &skel.progs.trace_softirq_exit),
+    ] {
+        match prog.attach() {
+            Ok(l) => tp_links.push(l),
+            Err(e) if name == "sched_switch" => {
+                return Err(e).context("attaching the sched_switch tracepoint")
             }
+            Err(e) => warn!("tracepoint {name}: {e} (no IRQ statistics)"),
         }
     }
+    Ok(tp_links)
+}
 
-    // Discovery and rules, as in the scheduler.
-    // No exec filter: the tracer has no exec tracepoint; it reads every new process.
-    let new_libraries = classify::start_discovery(
-        &cfg.classify,
-        libbpf_rs::MapHandle::try_from(&skel.maps.task_class)?,
-        None,
-    )?;
-    let mut probes = match args.probe_policy {
-        ProbePolicy::Full => ProbeManager::always_on(),
-        ProbePolicy::Scheduler => ProbeManager::new(
-            Duration::from_millis(cfg.classify.launch_window_ms),
-            Duration::from_millis(cfg.classify.launch_period_ms),
-        ),
-    };
-    let points: Rc<RefCell<Vec<PointInfo>>> = Rc::default();
-    let mut attacher = TraceAttacher {
-        progs: &skel.progs,
-        cookies: HashMap::new(),
-        points: points.clone(),
-        names: HashMap::new(),
-    };
-
+/// The analysis, with the scheduler's window replay when every launch is
+/// probed, and the CSV file if asked for.
+fn open_sink(args: &TraceArgs, cfg: &Config, points: &Rc<RefCell<Vec<PointInfo>>>) -> Result<Sink> {
     // With every launch probed, replay the scheduler's windows to tell how
     // long its probe policy would take to classify each thread.
     let sim = (args.probe_policy == ProbePolicy::Full).then(|| {
@@ -334,31 +385,64 @@ pub fn run(args: &TraceArgs, cfg: &Config, shutdown: &AtomicBool, verbose: bool)
         }
         None => None,
     };
-    let sink = Rc::new(RefCell::new(Sink {
+    Ok(Sink {
         analyzer: Analyzer::new(sim),
         csv,
         csv_error: None,
         line: String::new(),
         points: points.clone(),
-    }));
-    let mut rb = RingBufferBuilder::new();
-    let s2 = sink.clone();
-    rb.add(&skel.maps.events, move |data: &[u8]| {
-        s2.borrow_mut().take(data);
-        0
-    })?;
-    let ring = rb.build()?;
+    })
+}
+
+/// What the tracing phase leaves for the report.
+struct Traced {
+    start_ns: u64,
+    end_ns: u64,
+    /// When the first probe was attached.
+    attached_ns: Option<u64>,
+    /// Launch windows, [open, close] (CLOCK_MONOTONIC ns).
+    windows: Vec<[u64; 2]>,
+    counts: ProbeCounts,
+}
+
+/// Discovers and probes libraries as the scheduler does and feeds events
+/// to `sink` until `--duration` or `shutdown`; then detaches everything
+/// (`tp_links` too) and drains the ring buffer.
+#[allow(clippy::too_many_arguments)] // the phases' shared state, passed once
+fn trace(
+    args: &TraceArgs,
+    cfg: &Config,
+    skel: &TraceSkel<'_>,
+    sink: &Rc<RefCell<Sink>>,
+    points: &Rc<RefCell<Vec<PointInfo>>>,
+    tp_links: Vec<libbpf_rs::Link>,
+    duration: Option<Duration>,
+    shutdown: &AtomicBool,
+) -> Result<Traced> {
+    // No exec filter: the tracer has no exec tracepoint; it reads every new process.
+    let new_libraries = classify::start_discovery(
+        &cfg.classify,
+        libbpf_rs::MapHandle::try_from(&skel.maps.task_class)?,
+        None,
+    )?;
+    let mut probes = match args.probe_policy {
+        ProbePolicy::Full => ProbeManager::always_on(),
+        ProbePolicy::Scheduler => ProbeManager::new(
+            Duration::from_millis(cfg.classify.launch_window_ms),
+            Duration::from_millis(cfg.classify.launch_period_ms),
+        ),
+    };
+    let mut attacher = TraceAttacher {
+        progs: &skel.progs,
+        cookies: HashMap::new(),
+        points: points.clone(),
+        names: HashMap::new(),
+    };
+    let ring = event_ring(skel, sink)?;
 
     let start_ns = classify::monotonic_ns();
     let started = Instant::now();
-    info!(
-        "tracing{} with the {} probe policy{}; Ctrl-C stops",
-        args.pid.map(|p| format!(" pid {p}")).unwrap_or_default(),
-        args.probe_policy.as_str(),
-        duration
-            .map(|d| format!(" for {:.1} s", d.as_secs_f64()))
-            .unwrap_or_default()
-    );
+    log_start(args, duration);
     let mut attached_ns = None;
     let mut windows: Vec<[u64; 2]> = Vec::new();
     while !shutdown.load(Ordering::Relaxed) && duration.is_none_or(|d| started.elapsed() < d) {
@@ -371,24 +455,8 @@ pub fn run(args: &TraceArgs, cfg: &Config, shutdown: &AtomicBool, verbose: bool)
         // Events come without wakeups (see trace.bpf.c): read them now.
         ring.consume()?;
         while let Ok(msg) = new_libraries.try_recv() {
-            let lib = match msg {
-                Discovery::Library(lib) => lib,
-                Discovery::NewProcess(_) => {
-                    // As the scheduler does; the window shows in `windows`.
-                    probes.request_window(Instant::now());
-                    continue;
-                }
-            };
-            if lib.points.iter().any(|p| p.kind == ProbeKind::Launch) {
-                sink.borrow_mut()
-                    .analyzer
-                    .library_found(classify::monotonic_ns());
-            }
-            attacher
-                .names
-                .insert(lib.open_path.clone(), lib.mapped_path.clone());
             let was_open = probes.counts().window_open;
-            probes.add_library(&mut attacher, lib);
+            on_discovery(msg, &mut probes, &mut attacher, sink);
             note_window(&mut windows, was_open, probes.counts().window_open);
             if attached_ns.is_none() && probes.counts().permanent > 0 {
                 attached_ns = Some(classify::monotonic_ns());
@@ -407,63 +475,85 @@ pub fn run(args: &TraceArgs, cfg: &Config, shutdown: &AtomicBool, verbose: bool)
     drop(probes);
     drop(tp_links);
     ring.consume()?;
-    drop(ring);
+    Ok(Traced {
+        start_ns,
+        end_ns,
+        attached_ns,
+        windows,
+        counts,
+    })
+}
 
-    let mut sink = Rc::try_unwrap(sink)
-        .map_err(|_| anyhow::anyhow!("event sink still shared"))?
-        .into_inner();
-    if let Some(mut w) = sink.csv.take() {
-        w.flush()?;
-    }
-    if let Some(e) = sink.csv_error {
-        return Err(e).context("writing the CSV file");
-    }
+/// Says what is traced, how and for how long.
+fn log_start(args: &TraceArgs, duration: Option<Duration>) {
+    info!(
+        "tracing{} with the {} probe policy{}; Ctrl-C stops",
+        args.pid.map(|p| format!(" pid {p}")).unwrap_or_default(),
+        args.probe_policy.as_str(),
+        duration
+            .map(|d| format!(" for {:.1} s", d.as_secs_f64()))
+            .unwrap_or_default()
+    );
+}
 
-    let lost = skel
-        .maps
-        .bss_data
-        .as_ref()
-        .map(|b| unsafe { std::ptr::read_volatile(&b.dropped_events) })
-        .unwrap_or(0);
-    if lost > 0 {
-        warn!("{lost} events did not fit in the ring buffer and were lost");
-    }
+/// The events ring buffer, read into `sink`.
+fn event_ring(
+    skel: &TraceSkel<'_>,
+    sink: &Rc<RefCell<Sink>>,
+) -> Result<libbpf_rs::RingBuffer<'static>> {
+    let mut rb = RingBufferBuilder::new();
+    let s2 = sink.clone();
+    rb.add(&skel.maps.events, move |data: &[u8]| {
+        s2.borrow_mut().take(data);
+        0
+    })?;
+    Ok(rb.build()?)
+}
 
+/// A library or process found by discovery: probe the library; a new
+/// process opens a launch window, as in the scheduler.
+fn on_discovery(
+    msg: Discovery,
+    probes: &mut ProbeManager<libbpf_rs::Link>,
+    attacher: &mut TraceAttacher<'_, '_>,
+    sink: &RefCell<Sink>,
+) {
+    let lib = match msg {
+        Discovery::Library(lib) => lib,
+        Discovery::NewProcess(_) => {
+            // The window shows in `windows`.
+            probes.request_window(Instant::now());
+            return;
+        }
+    };
+    if lib.points.iter().any(|p| p.kind == ProbeKind::Launch) {
+        sink.borrow_mut()
+            .analyzer
+            .library_found(classify::monotonic_ns());
+    }
+    attacher
+        .names
+        .insert(lib.open_path.clone(), lib.mapped_path.clone());
+    probes.add_library(attacher, lib);
+}
+
+/// One row per thread of interest, busiest launcher first.
+fn thread_rows(
+    args: &TraceArgs,
+    cfg: &Config,
+    skel: &TraceSkel<'_>,
+    analyzer: &Analyzer,
+    end_ns: u64,
+) -> Result<Vec<ThreadRow>> {
     let classes = TaskMap::new(libbpf_rs::MapHandle::try_from(&skel.maps.task_class)?);
     let procs = libbpf_rs::MapHandle::try_from(&skel.maps.proc_class)?;
     let now = classify::monotonic_ns();
-    let demote_ns = cfg.classify.idle_demote_ms * MS;
-    let mut threads = Vec::new();
-    if args.no_events {
-        // Only live threads can be asked.
-        let proc_root = Path::new("/proc");
-        let all = match args.pid {
-            Some(p) => classify::threads_of(proc_root, p)?
-                .into_iter()
-                .map(|t| (p, t))
-                .collect(),
-            None => classify::all_threads(proc_root),
-        };
-        for (pid, tid) in all {
-            let Some((class, source, launches, syncs)) =
-                live_class(&classes, &procs, pid, tid, now)
-            else {
-                continue;
-            };
-            if launches + syncs == 0 && source == "-" {
-                continue;
-            }
-            let comm =
-                std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).unwrap_or_default();
-            let t = report::ThreadStats::from_hits(pid, tid, comm.trim_end(), launches, syncs);
-            let mut row = report::thread_row(&t, class.as_str().into(), source);
-            // Without events nothing is known about switches or IRQs.
-            row.sched_per_1k = None;
-            row.irq_per_1k = None;
-            threads.push(row);
-        }
+    let mut threads = if args.no_events {
+        live_thread_rows(args, &classes, &procs, now)?
     } else {
-        for t in sink.analyzer.threads.values() {
+        let demote_ns = cfg.classify.idle_demote_ms * MS;
+        let mut rows = Vec::new();
+        for t in analyzer.threads.values() {
             let cuda = t.launch_hits + t.sync_hits + t.marks > 0;
             if !cuda && args.pid.is_none() {
                 continue;
@@ -482,22 +572,61 @@ pub fn run(args: &TraceArgs, cfg: &Config, shutdown: &AtomicBool, verbose: bool)
                     (c.to_string(), "exited".to_string())
                 }
             };
-            threads.push(report::thread_row(t, class, source));
+            rows.push(report::thread_row(t, class, source));
         }
-    }
+        rows
+    };
     threads.sort_by(|a, b| {
         (b.launches + b.launch_hits, b.syncs)
             .cmp(&(a.launches + a.launch_hits, a.syncs))
             .then(a.tid.cmp(&b.tid))
     });
+    Ok(threads)
+}
 
-    let point_rows = points
-        .borrow()
+/// `--no-events`: only live threads can be asked, from the class maps.
+fn live_thread_rows(
+    args: &TraceArgs,
+    classes: &TaskMap,
+    procs: &libbpf_rs::MapHandle,
+    now: u64,
+) -> Result<Vec<ThreadRow>> {
+    let proc_root = Path::new("/proc");
+    let all = match args.pid {
+        Some(p) => classify::threads_of(proc_root, p)?
+            .into_iter()
+            .map(|t| (p, t))
+            .collect(),
+        None => classify::all_threads(proc_root),
+    };
+    let mut threads = Vec::new();
+    for (pid, tid) in all {
+        let Some((class, source, launches, syncs)) = live_class(classes, procs, pid, tid, now)
+        else {
+            continue;
+        };
+        if launches + syncs == 0 && source == "-" {
+            continue;
+        }
+        let comm =
+            std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).unwrap_or_default();
+        let t = report::ThreadStats::from_hits(pid, tid, comm.trim_end(), launches, syncs);
+        let mut row = report::thread_row(&t, class.as_str().into(), source);
+        // Without events nothing is known about switches or IRQs.
+        row.sched_per_1k = None;
+        row.irq_per_1k = None;
+        threads.push(row);
+    }
+    Ok(threads)
+}
+
+/// One row per probe point, with its hits.
+fn point_rows(args: &TraceArgs, points: &[PointInfo], analyzer: &Analyzer) -> Vec<PointRow> {
+    points
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            let c = sink
-                .analyzer
+            let c = analyzer
                 .points
                 .get(&(i as u64))
                 .copied()
@@ -515,70 +644,58 @@ pub fn run(args: &TraceArgs, cfg: &Config, shutdown: &AtomicBool, verbose: bool)
             }
         })
         .filter(|p| p.hits > 0 || !args.no_events)
-        .collect();
+        .collect()
+}
 
-    let mut irqs = Vec::new();
-    if !args.no_events {
-        let mut names = HashMap::new();
-        for key in skel.maps.irq_names.keys() {
-            if let Ok(Some(v)) = skel.maps.irq_names.lookup(&key, MapFlags::ANY) {
-                let n = u32::from_ne_bytes(key[..4].try_into().unwrap());
-                let mut c = [0u8; 16];
-                c.copy_from_slice(&v[..16]);
-                names.insert(n, report::comm_str(&c));
-            }
-        }
-        let hard = (0..bpf_intf::trace_consts_TRACE_MAX_IRQS).map(|n| {
-            let name = names.get(&n).cloned().unwrap_or_default();
-            ("hardirq", n, name, &skel.maps.hardirq_totals)
-        });
-        let soft = (0..bpf_intf::trace_consts_TRACE_MAX_SOFTIRQS).map(|v| {
-            (
-                "softirq",
-                v,
-                report::softirq_name(v as u64),
-                &skel.maps.softirq_totals,
-            )
-        });
-        for (kind, number, name, map) in hard.chain(soft) {
-            let (count, ns) = sum_percpu_totals(map, number);
-            if count > 0 {
-                irqs.push(IrqRow {
-                    kind: kind.into(),
-                    number: number as u64,
-                    name,
-                    count,
-                    ms: ns as f64 / 1e6,
-                });
-            }
+/// One row per hard IRQ line and softirq vector that fired.
+fn irq_rows(skel: &TraceSkel<'_>) -> Vec<IrqRow> {
+    let mut names = HashMap::new();
+    for key in skel.maps.irq_names.keys() {
+        if let Ok(Some(v)) = skel.maps.irq_names.lookup(&key, MapFlags::ANY) {
+            let n = u32::from_ne_bytes(key[..4].try_into().unwrap());
+            let mut c = [0u8; 16];
+            c.copy_from_slice(&v[..16]);
+            names.insert(n, report::comm_str(&c));
         }
     }
-
-    let r = Report {
-        duration_s: (end_ns - start_ns) as f64 / 1e9,
-        probe_policy: args.probe_policy.as_str().into(),
-        events: !args.no_events,
-        pid_filter: args.pid,
-        start_ns,
-        end_ns,
-        probes_attached_ns: attached_ns,
-        libraries: counts.libraries,
-        probe_points: points.borrow().len() as u64,
-        launch_windows: counts.windows,
-        launch_windows_ns: windows,
-        lost_events: lost,
-        threads,
-        points: point_rows,
-        irqs,
-    };
-    match args.json.as_deref() {
-        Some(p) if p == Path::new("-") => println!("{}", serde_json::to_string_pretty(&r)?),
-        Some(p) => {
-            std::fs::write(p, serde_json::to_string_pretty(&r)? + "\n")
-                .with_context(|| format!("writing {}", p.display()))?;
-            print!("{}", report::render(&r));
+    let hard = (0..bpf_intf::trace_consts_TRACE_MAX_IRQS).map(|n| {
+        let name = names.get(&n).cloned().unwrap_or_default();
+        ("hardirq", n, name, &skel.maps.hardirq_totals)
+    });
+    let soft = (0..bpf_intf::trace_consts_TRACE_MAX_SOFTIRQS).map(|v| {
+        (
+            "softirq",
+            v,
+            report::softirq_name(v as u64),
+            &skel.maps.softirq_totals,
+        )
+    });
+    let mut irqs = Vec::new();
+    for (kind, number, name, map) in hard.chain(soft) {
+        let (count, ns) = sum_percpu_totals(map, number);
+        if count > 0 {
+            irqs.push(IrqRow {
+                kind: kind.into(),
+                number: number as u64,
+                name,
+                count,
+                ms: ns as f64 / 1e6,
+            });
         }
-        None => print!("{}", report::render(&r)),
+    }
+    irqs
+}
+
+/// Prints the report as a table, and/or writes it as JSON (`--json`).
+fn emit(args: &TraceArgs, r: &Report) -> Result<()> {
+    match args.json.as_deref() {
+        Some(p) if p == Path::new("-") => println!("{}", serde_json::to_string_pretty(r)?),
+        Some(p) => {
+            std::fs::write(p, serde_json::to_string_pretty(r)? + "\n")
+                .with_context(|| format!("writing {}", p.display()))?;
+            print!("{}", report::render(r));
+        }
+        None => print!("{}", report::render(r)),
     }
     Ok(())
 }
