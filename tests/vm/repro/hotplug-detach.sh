@@ -15,18 +15,32 @@
 # shellcheck source=../guest-lib.sh
 . /lib/vmtest/guest-lib.sh
 CPU1=/sys/devices/system/cpu/cpu1/online
+# The run queues, then sched_ext's own dump (per-CPU flags, DSQs, each
+# task's state), which sysrq-D writes to the trace buffer.
 dump() {
   echo "PROBE STUCK: $*"
-  grep -E '^cpu#|  \.curr->pid|^ *[RD] ' /sys/kernel/debug/sched/debug | head -40
+  grep -E '^cpu#|  \.nr_running|  \.curr->pid|^ *[RD] ' /sys/kernel/debug/sched/debug | head -40
   echo D >/proc/sysrq-trigger; sleep 2
-  dmesg -s 1048576 | grep -v -E '^\[ *[0-9]{1,2}\.' | tail -n 120
+  [ -e /sys/kernel/tracing/trace ] || mount -t tracefs none /sys/kernel/tracing
+  grep -v '^#' /sys/kernel/tracing/trace | sed 's/^.*sched_ext_dump: //' | tail -n 80
+  dmesg -s 1048576 | grep -v -E '^\[ *[0-9]{1,2}\.' | tail -n 60
   exit 1
 }
+# A shell stuck on CPU 1 never dumps: a watcher on CPU 0 does it when the
+# main loop's heartbeat is 40 s old.
+beat() { date +%s >/tmp/beat; }
+beat
+( while sleep 5; do
+    [ $(( $(date +%s) - $(cat /tmp/beat) )) -lt 40 ] && continue
+    ( dump "no heartbeat for 40 s" )
+    echo o >/proc/sysrq-trigger
+  done ) &
+taskset -p 1 $! >/dev/null
 hp() {
   echo "$1" >$CPU1 &
   w=$!
   n=0
-  while alive $w; do sleep 1; n=$((n+1)); [ $n -lt 30 ] || dump "echo $1 > cpu1/online hangs"; done
+  while alive $w; do sleep 1; beat; n=$((n+1)); [ $n -lt 30 ] || dump "echo $1 > cpu1/online hangs"; done
 }
 sched=${PROBE_SCHED:-scx_express}
 [ "$sched" = none ] && sched="sleep 100000"
@@ -39,14 +53,17 @@ for c in 1 2 3 4 5 6; do
   /opt/w/hog --cpu 1 --duration 60 >/dev/null 2>&1 &
   h=$!
   sleep 3
-  for r in 1 2; do hp 0; sleep 3; hp 1; sleep 3; taskset -p 2 $h >/dev/null; echo "PROBE cycle $c round $r ok"; done
+  for r in 1 2; do hp 0; sleep 3; hp 1; sleep 3; taskset -p 2 $h >/dev/null; echo "PROBE cycle $c round $r ok"; beat; done
   kill $st $h; sleep 1
   kill -INT $pid
-  n=0; while alive $pid; do sleep 1; n=$((n+1)); [ $n -lt 30 ] || dump "detach hangs"; done
+  # A background sleep ignores SIGINT (a non-interactive shell's jobs do).
+  [ "$sched" = "sleep 100000" ] && kill $pid
+  n=0; while alive $pid; do sleep 1; beat; n=$((n+1)); [ $n -lt 30 ] || dump "detach hangs"; done
   sleep 2
   /opt/w/hog --cpu 1 --duration 1 >/tmp/h.out 2>&1 &
   hh=$!
   sleep 10
   alive $hh && dump "cpu1 runs nothing after detach"
   echo "PROBE cycle $c: ok"
+  beat
 done
