@@ -11,7 +11,7 @@
 #   @@meta KEY=VALUE ...
 #   @@file NAME        (then the file's text, up to the next @@ line)
 #   @@end
-# shellcheck source=../../tests/vm/guest-lib.sh
+# shellcheck source=../../../tests/vm/guest-lib.sh
 . /lib/vmtest/guest-lib.sh
 
 read -r _cmdline </proc/cmdline
@@ -21,6 +21,8 @@ for _a in $_cmdline; do
         _k=${_a%%=*}
         _k=${_k#bench.}
         case $_k in '' | *[!a-z_]*) continue ;; esac
+        # _k is [a-z_] only (the case above): ASCII ranges are exact.
+        # shellcheck disable=SC2018,SC2019
         eval "BENCH_$(echo "$_k" | tr a-z A-Z)=\${_a#*=}"
         ;;
     esac
@@ -188,6 +190,7 @@ noise_wait() {
     kill "$_guard" 2>/dev/null
     wait "$_guard" 2>/dev/null
     # A client outliving the guard (not the server).
+    # shellcheck disable=SC2013 # awk prints one pid per line: words are lines
     for p in $(cat /proc/[0-9]*/stat 2>/dev/null | awk '$2 == "(iperf3)" { print $1 }'); do
         [ "$p" = "$iperf_srv" ] || kill "$p" 2>/dev/null
     done

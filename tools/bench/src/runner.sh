@@ -41,6 +41,7 @@ cp "$B/plan.json" "$out/plan.json"
 # shellcheck source=/dev/null
 . "$B/vm.env"
 [ -n "$smp" ] || smp=$SMP
+# shellcheck disable=SC2153 # DISK comes from vm.env, not a typo of disk
 mem=$MEM disk=$DISK
 # The guest enforces its own limit; the host allows it plus a margin.
 limit=$((GUEST_TIMEOUT + 120))

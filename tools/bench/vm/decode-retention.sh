@@ -26,10 +26,13 @@ decode() {
     _tid=$(sed -n "s/^launcher_tid=//p" /tmp/dec.out)
     _pid=$_d
     sleep 1
-    set -- $(cat /proc/$_pid/task/$_tid/schedstat)
+    # schedstat's three fields become $1 $2 $3.
+    # shellcheck disable=SC2046
+    set -- $(cat "/proc/$_pid/task/$_tid/schedstat")
     _r0=$1 _w0=$2 _n0=$3
     sleep $((DUR - 2))
-    set -- $(cat /proc/$_pid/task/$_tid/schedstat)
+    # shellcheck disable=SC2046
+    set -- $(cat "/proc/$_pid/task/$_tid/schedstat")
     log "  launcher over $((DUR - 2)) s: ran $((($1 - _r0) / 1000000)) ms, waited runnable $((($2 - _w0) / 1000000)) ms in $(($3 - _n0)) runs" >&2
     wait $_d
     tail -n 1 /tmp/dec.out

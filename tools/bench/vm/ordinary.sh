@@ -72,6 +72,8 @@ cyc() {
 phase() {
     H=$(hackbench_s)
     S=$(stress_ops)
+    # cyc prints "p50 p99 max": they become $2 $3 $4.
+    # shellcheck disable=SC2046
     set -- "$1" $(cyc)
     C=$3
     log "$1: hackbench ${H} s | stress ${S} bogo-ops/s | cyclictest p50 $2 p99 $3 max $4 us"
@@ -83,7 +85,11 @@ phase eevdf
 h1=$H s1=$S c1=$C
 
 case $SCHED in
-scx_express) start_scx /tmp/scx.log $SCHED_ARGS ;;
+scx_express)
+    # SCHED_ARGS is a list of arguments: split on purpose.
+    # shellcheck disable=SC2086
+    start_scx /tmp/scx.log $SCHED_ARGS
+    ;;
 *)
     # shellcheck disable=SC2086
     $SCHED $SCHED_ARGS >/tmp/scx.log 2>&1 &

@@ -1,6 +1,8 @@
 #!/bin/bash
 # Device run 1: environment, exact counts (full policy) vs torch.profiler,
 # scheduler-policy detection, and an A/B pilot. Results under $OUT.
+# Paths here are the device run's own folders, without spaces.
+# shellcheck disable=SC2086
 set -u
 D=$(cd "$(dirname "$0")" && pwd)
 B=$D/scx_express

@@ -1,6 +1,8 @@
 #!/bin/bash
 # Device run 2: the launch-window fix seen on the GPU host, then the probe
 # overhead A/B (off / scheduler policy / 50 ms windows / full), in one process.
+# Paths here are the device run's own folders, without spaces.
+# shellcheck disable=SC2086
 set -u
 D=$(cd "$(dirname "$0")" && pwd)
 B=$D/scx_express

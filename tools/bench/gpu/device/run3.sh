@@ -2,6 +2,8 @@
 # Device run 3: per-hit uprobe cost (microbenchmark), the cost of each launch
 # window measured locally on a running eager loop (default 200 ms and 50 ms
 # windows), and more off/sched A/B rounds.
+# Paths here are the device run's own folders, without spaces.
+# shellcheck disable=SC2086
 set -u
 D=$(cd "$(dirname "$0")" && pwd)
 B=$D/scx_express
