@@ -193,8 +193,9 @@ fn run_scheduler(
     // Before touching pins or the stats socket, which a running one owns.
     preflight::require_no_scheduler()?;
     // Loading and verifying the BPF programs takes CPU; on a loaded machine
-    // a nice-0 loader gets a small share of it and attaching took 26 s in
-    // the VM beside 8 CPU hogs. Threads started from here on inherit it.
+    // a nice-0 loader gets a small share of it, and attaching beside a few
+    // CPU hogs per CPU takes tens of seconds instead of about one
+    // (docs/operations.md). Threads started from here on inherit it.
     raise_own_priority();
 
     let metrics = stats::SharedMetrics::default();
