@@ -951,53 +951,77 @@ pub fn check_dir(dir: &Path) -> Result<Vec<String>> {
             r.expected_cells()
         ));
     }
+    problems.extend(check_tables(&r));
+    problems.extend(check_noise(&r));
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap_or_default();
+    problems.extend(check_markdown(&md, &r.plan));
+    problems.extend(check_plots(dir, &md));
+    Ok(problems)
+}
+
+/// Every table's metric for every scheduler × scenario: present, one value
+/// per repeat, with the bases of its ratios.
+fn check_tables(r: &Results) -> Vec<String> {
     let p = &r.plan;
+    let mut problems = vec![];
     for t in TABLES.iter().filter(|t| p.workloads.contains(&t.workload)) {
         if t.metric == "helper_iters_s" && p.helpers == 0 {
             continue;
         }
         for &s in &p.schedulers {
             for &c in &p.scenarios {
-                match r.get(s, c, t.workload, t.metric) {
-                    None => problems.push(format!(
-                        "no {} for {}/{}/{}",
-                        t.metric,
-                        s.name(),
-                        c.name(),
-                        t.workload.name()
-                    )),
-                    Some(a) => {
-                        if !a.summary.median.is_finite()
-                            || a.summary.values.len() != p.repeats as usize
-                        {
-                            problems.push(format!(
-                                "{} of {}/{}/{}: {:?}",
-                                t.metric,
-                                s.name(),
-                                c.name(),
-                                t.workload.name(),
-                                a.summary.values
-                            ));
-                        }
-                        // A ratio can be missing because its base is 0 (a count,
-                        // such as slow steps); only a missing base is a problem.
-                        if r.get(s, Scenario::Baseline, t.workload, t.metric).is_none()
-                            || (p.schedulers.contains(&Sched::Eevdf)
-                                && r.get(Sched::Eevdf, c, t.workload, t.metric).is_none())
-                        {
-                            problems.push(format!(
-                                "{} of {}/{}/{}: a ratio is missing",
-                                t.metric,
-                                s.name(),
-                                c.name(),
-                                t.workload.name()
-                            ));
-                        }
-                    }
-                }
+                problems.extend(check_table_cell(r, t, s, c));
             }
         }
     }
+    problems
+}
+
+/// One cell of a table (see `check_tables`).
+fn check_table_cell(r: &Results, t: &TableDef, s: Sched, c: Scenario) -> Vec<String> {
+    let p = &r.plan;
+    let mut problems = vec![];
+    let Some(a) = r.get(s, c, t.workload, t.metric) else {
+        problems.push(format!(
+            "no {} for {}/{}/{}",
+            t.metric,
+            s.name(),
+            c.name(),
+            t.workload.name()
+        ));
+        return problems;
+    };
+    if !a.summary.median.is_finite() || a.summary.values.len() != p.repeats as usize {
+        problems.push(format!(
+            "{} of {}/{}/{}: {:?}",
+            t.metric,
+            s.name(),
+            c.name(),
+            t.workload.name(),
+            a.summary.values
+        ));
+    }
+    // A ratio can be missing because its base is 0 (a count,
+    // such as slow steps); only a missing base is a problem.
+    if r.get(s, Scenario::Baseline, t.workload, t.metric).is_none()
+        || (p.schedulers.contains(&Sched::Eevdf)
+            && r.get(Sched::Eevdf, c, t.workload, t.metric).is_none())
+    {
+        problems.push(format!(
+            "{} of {}/{}/{}: a ratio is missing",
+            t.metric,
+            s.name(),
+            c.name(),
+            t.workload.name()
+        ));
+    }
+    problems
+}
+
+/// The noise's throughput in every cell of a noisy scenario.
+fn check_noise(r: &Results) -> Vec<String> {
+    let p = &r.plan;
+    let mut problems = vec![];
     for (m, _, scens) in NOISE {
         for &c in scens.iter().filter(|c| p.scenarios.contains(c)) {
             for &s in &p.schedulers {
@@ -1009,7 +1033,13 @@ pub fn check_dir(dir: &Path) -> Result<Vec<String>> {
             }
         }
     }
-    let md = std::fs::read_to_string(dir.join("report.md")).unwrap_or_default();
+    problems
+}
+
+/// report.md: there, with no missing cells, a row per scheduler, and the
+/// TCG caveat.
+fn check_markdown(md: &str, p: &Plan) -> Vec<String> {
+    let mut problems = vec![];
     if md.is_empty() {
         problems.push("report.md is missing or empty".into());
     }
@@ -1028,6 +1058,12 @@ pub fn check_dir(dir: &Path) -> Result<Vec<String>> {
     if !md.contains("TCG timings count only as ratios within one run") {
         problems.push("report.md lacks the TCG caveat".into());
     }
+    problems
+}
+
+/// Each plot: a PNG of some size, shown in report.md.
+fn check_plots(dir: &Path, md: &str) -> Vec<String> {
+    let mut problems = vec![];
     for png in super::plot::FILES {
         let path = dir.join(png);
         match std::fs::read(&path) {
@@ -1039,7 +1075,7 @@ pub fn check_dir(dir: &Path) -> Result<Vec<String>> {
             problems.push(format!("report.md does not show {png}"));
         }
     }
-    Ok(problems)
+    problems
 }
 
 #[cfg(test)]
