@@ -150,7 +150,6 @@ fn retention_panel(
     wl: Workload,
     scens: &[Scenario],
 ) -> Result<()> {
-    // Per scheduler and scenario: (median ratio, per-repeat ratios).
     let (bars, ymax) = retention_bars(r, wl, scens);
     let ymax = (ymax * 1.15).min(10.0);
     let n = scens.len() as f64;
