@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Lists the functions of src/ (src/bench and test modules aside) longer than
-# MAX lines (default 80) that give no reason at their head: a `// long: WHY`
-# line right above the fn or its attributes. Exits 1 if there are any.
+# Lists the functions of src/ and tools/bench/src/ (test modules aside)
+# longer than MAX lines (default 80) that give no reason at their head: a
+# `// long: WHY` line right above the fn or its attributes. Exits 1 if
+# there are any.
 # Counts from the `fn` line to the `}` at its indentation, as rustfmt
 # writes them.
 #   scripts/fn-length.sh [MAX]
@@ -9,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 max=${1:-80}
 # shellcheck disable=SC2016 # the awk program is in single quotes on purpose
-find src -name '*.rs' -not -path 'src/bench/*' -print0 | sort -z | xargs -0 awk -v max="$max" '
+find src tools/bench/src -name '*.rs' -print0 | sort -z | xargs -0 awk -v max="$max" '
 FNR == 1 { infn = 0; reason = 0; skip = 0 }
 skip { next }
 /^#\[cfg\(test\)\]/ { skip = 1; next }   # test modules close each file

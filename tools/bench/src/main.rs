@@ -424,31 +424,10 @@ fn main() -> std::process::ExitCode {
 
 fn run(args: &BenchArgs) -> Result<()> {
     if let Some(dir) = &args.check {
-        let problems = report::check_dir(dir)?;
-        if problems.is_empty() {
-            println!("bench report ok: {}", dir.display());
-            return Ok(());
-        }
-        for p in &problems {
-            eprintln!("  {p}");
-        }
-        bail!(
-            "{} problem(s) in the bench report in {}",
-            problems.len(),
-            dir.display()
-        );
+        return check(dir);
     }
-
     if let Some(dir) = &args.from_logs {
-        let mut plan: Plan = read_json(&dir.join("plan.json"))?;
-        // --schedulers picks some of the run's schedulers for the report.
-        if let Some(s) = &args.schedulers {
-            plan.schedulers.retain(|x| s.contains(x));
-            plan.validate()?;
-        }
-        plan.command = format!("{}, then: {}", plan.command, command_line());
-        let out = args.out.clone().unwrap_or_else(|| dir.to_path_buf());
-        return finish(&plan, dir, &out);
+        return from_logs(args, dir);
     }
 
     let repo = find_repo(args.repo.as_deref())?;
@@ -470,30 +449,7 @@ fn run(args: &BenchArgs) -> Result<()> {
         .peers_dir
         .clone()
         .unwrap_or_else(|| home_cache().join("peers"));
-    // Only the express runs need the scheduler binary.
-    let scheduler = if plan.schedulers.contains(&Sched::Express) {
-        let p = scheduler_path(&repo, args.scheduler.as_deref())?;
-        // The checkout's own build should be as new as the checkout.
-        let newer = match args.scheduler {
-            None => newer_sources(&repo, &p),
-            Some(_) => vec![],
-        };
-        if let Some(f) = newer.first() {
-            eprintln!(
-                "bench: warning: {} is older than {} source file(s), e.g. {}: \
-                 rebuild it with cargo build --release to measure this checkout",
-                p.display(),
-                newer.len(),
-                f.strip_prefix(&repo).unwrap_or(f).display()
-            );
-        }
-        if args.scheduler.is_some() {
-            plan.source_version = with_scheduler(&plan.source_version, &p);
-        }
-        Some(p)
-    } else {
-        None
-    };
+    let scheduler = express_binary(args, &repo, &mut plan)?;
     let ctx = run::Context::prepare(&repo, &plan, &express_config, scheduler, &peers_dir)?;
 
     if let Some(dir) = &args.bundle {
@@ -513,6 +469,65 @@ fn run(args: &BenchArgs) -> Result<()> {
     ctx.run_local(&logs)?;
     eprintln!("bench: VMs done in {:.0} s", t0.elapsed().as_secs_f64());
     finish(&plan, &logs, &out)
+}
+
+/// `--check DIR`: the problems of the report in `dir`, an error if any.
+fn check(dir: &Path) -> Result<()> {
+    let problems = report::check_dir(dir)?;
+    if problems.is_empty() {
+        println!("bench report ok: {}", dir.display());
+        return Ok(());
+    }
+    for p in &problems {
+        eprintln!("  {p}");
+    }
+    bail!(
+        "{} problem(s) in the bench report in {}",
+        problems.len(),
+        dir.display()
+    );
+}
+
+/// `--from-logs DIR`: the report of a bundle's logs and its plan.json.
+fn from_logs(args: &BenchArgs, dir: &Path) -> Result<()> {
+    let mut plan: Plan = read_json(&dir.join("plan.json"))?;
+    // --schedulers picks some of the run's schedulers for the report.
+    if let Some(s) = &args.schedulers {
+        plan.schedulers.retain(|x| s.contains(x));
+        plan.validate()?;
+    }
+    plan.command = format!("{}, then: {}", plan.command, command_line());
+    let out = args.out.clone().unwrap_or_else(|| dir.to_path_buf());
+    finish(&plan, dir, &out)
+}
+
+/// The scx_express binary the plan measures (None without express runs),
+/// with a warning if the checkout's own build is older than its sources;
+/// a `--scheduler` binary is named in the plan's source version.
+fn express_binary(args: &BenchArgs, repo: &Path, plan: &mut Plan) -> Result<Option<PathBuf>> {
+    // Only the express runs need the scheduler binary.
+    if !plan.schedulers.contains(&Sched::Express) {
+        return Ok(None);
+    }
+    let p = scheduler_path(repo, args.scheduler.as_deref())?;
+    // The checkout's own build should be as new as the checkout.
+    let newer = match args.scheduler {
+        None => newer_sources(repo, &p),
+        Some(_) => vec![],
+    };
+    if let Some(f) = newer.first() {
+        eprintln!(
+            "bench: warning: {} is older than {} source file(s), e.g. {}: \
+             rebuild it with cargo build --release to measure this checkout",
+            p.display(),
+            newer.len(),
+            f.strip_prefix(repo).unwrap_or(f).display()
+        );
+    }
+    if args.scheduler.is_some() {
+        plan.source_version = with_scheduler(&plan.source_version, &p);
+    }
+    Ok(Some(p))
 }
 
 /// `git describe --always --dirty` of the repository, or "unknown".

@@ -376,19 +376,7 @@ pub fn measure(cell: &RawCell) -> Measured {
         .map(String::as_str)
         .unwrap_or("");
 
-    let rc = cell.meta.get("rc").map(String::as_str);
-    if rc == Some("137") {
-        r.errors.push(format!(
-            "the workload did not finish within {} s and was killed",
-            cell.meta.get("limit_s").map(String::as_str).unwrap_or("?")
-        ));
-    } else if rc != Some("0") {
-        r.errors.push(format!(
-            "workload exited rc={}: {}",
-            cell.meta.get("rc").map(String::as_str).unwrap_or("?"),
-            f("workload.err").lines().last().unwrap_or("").trim()
-        ));
-    }
+    r.errors.extend(exit_error(cell));
     let res = match wl {
         "decode" | "mixed" => decode(f("workload.out"), &mut r.metrics),
         "agent" => agent(f("workload.out"), &mut r.metrics).map(|c| r.tail_cdf = c),
@@ -413,18 +401,7 @@ pub fn measure(cell: &RawCell) -> Measured {
     if matches!(scen, "disk" | "heavy") {
         noise("disk_iops", "fio.json", fio);
     }
-    let ticks = cell
-        .meta
-        .get("sched_ticks")
-        .and_then(|v| v.parse::<f64>().ok());
-    let wall = cell.meta.get("wall_cs").and_then(|v| v.parse::<f64>().ok());
-    if let (Some(t), Some(w)) = (ticks, wall) {
-        // Clock ticks are 10 ms, wall time is in centiseconds.
-        r.metrics.insert("sched_cpu_ms".into(), t * 10.0);
-        if w > 0.0 {
-            r.metrics.insert("sched_cpu_pct".into(), 100.0 * t / w);
-        }
-    }
+    sched_cpu(cell, &mut r.metrics);
     let sched = cell.header.get("sched").map(String::as_str).unwrap_or("");
     let state = cell.meta.get("state").map(String::as_str).unwrap_or("?");
     if !sched.starts_with("eevdf") && state != "enabled" {
@@ -443,6 +420,44 @@ pub fn measure(cell: &RawCell) -> Measured {
         r.class = Some(ps_class(f("ps.txt"), tid.trim()).unwrap_or_else(|| "none".into()));
     }
     r
+}
+
+/// The workload's exit, if it failed: killed at its time limit, or its
+/// rc and the last line of its stderr.
+fn exit_error(cell: &RawCell) -> Option<String> {
+    let f = |n: &str| cell.files.get(n).map(String::as_str).unwrap_or("");
+    let rc = cell.meta.get("rc").map(String::as_str);
+    if rc == Some("137") {
+        Some(format!(
+            "the workload did not finish within {} s and was killed",
+            cell.meta.get("limit_s").map(String::as_str).unwrap_or("?")
+        ))
+    } else if rc != Some("0") {
+        Some(format!(
+            "workload exited rc={}: {}",
+            cell.meta.get("rc").map(String::as_str).unwrap_or("?"),
+            f("workload.err").lines().last().unwrap_or("").trim()
+        ))
+    } else {
+        None
+    }
+}
+
+/// The scheduler's CPU time over the cell (sched_cpu_ms) and its share of
+/// the cell's wall time (sched_cpu_pct), from the guest's bookkeeping.
+fn sched_cpu(cell: &RawCell, m: &mut BTreeMap<String, f64>) {
+    let ticks = cell
+        .meta
+        .get("sched_ticks")
+        .and_then(|v| v.parse::<f64>().ok());
+    let wall = cell.meta.get("wall_cs").and_then(|v| v.parse::<f64>().ok());
+    if let (Some(t), Some(w)) = (ticks, wall) {
+        // Clock ticks are 10 ms, wall time is in centiseconds.
+        m.insert("sched_cpu_ms".into(), t * 10.0);
+        if w > 0.0 {
+            m.insert("sched_cpu_pct".into(), 100.0 * t / w);
+        }
+    }
 }
 
 fn r_err(errors: &mut Vec<String>, e: anyhow::Error) {

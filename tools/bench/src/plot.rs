@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use anyhow::{anyhow, bail, Context, Result};
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -104,105 +105,137 @@ fn retention(r: &Results, path: &Path, title: &str) -> Result<()> {
     }
     let panels = root.split_evenly((wls.len(), 1));
     for (area, &wl) in panels.iter().zip(&wls) {
-        // Per scheduler and scenario: (median ratio, per-repeat ratios).
-        let mut bars = vec![];
-        let mut ymax: f64 = 1.2;
-        for (si, &s) in p.schedulers.iter().enumerate() {
-            let base = r
-                .get(s, Scenario::Baseline, wl, "tok_s")
-                .map(|a| a.summary.median);
-            for (ci, &c) in scens.iter().enumerate() {
-                let (Some(b), Some(a)) = (base, r.get(s, c, wl, "tok_s")) else {
-                    continue;
-                };
-                if b <= 0.0 {
-                    continue;
-                }
-                let reps: Vec<f64> = a.summary.values.iter().map(|v| v / b).collect();
-                let med = a.summary.median / b;
-                ymax = reps.iter().copied().fold(ymax, f64::max).max(med);
-                bars.push((si, ci, med, Summary::of(&reps)));
-            }
-        }
-        let ymax = (ymax * 1.15).min(10.0);
-        let n = scens.len() as f64;
-        let mut chart = ChartBuilder::on(area)
-            .caption(
-                match wl {
-                    Workload::Mixed => "mixed: decode + CPU-bound helper threads in one process",
-                    _ => "decode stand-in",
-                },
-                font(20.0),
-            )
-            .margin(15)
-            .margin_bottom(45)
-            .x_label_area_size(10)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0f64..n, 0f64..ymax)
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(0)
-            .y_desc("tok/s ÷ own baseline (median; whiskers: repeats)")
-            .y_label_style(font(16.0))
-            .axis_desc_style(font(16.0))
-            .draw()
-            .map_err(err)?;
-        let k = p.schedulers.len() as f64;
-        let bw = 0.8 / k;
-        for (si, &s) in p.schedulers.iter().enumerate() {
-            let col = color(s);
-            let mine: Vec<_> = bars.iter().filter(|b| b.0 == si).collect();
-            chart
-                .draw_series(mine.iter().map(|&&(_, ci, med, _)| {
-                    let x0 = ci as f64 + 0.1 + si as f64 * bw;
-                    Rectangle::new([(x0 + 0.1 * bw, 0.0), (x0 + 0.9 * bw, med)], col.filled())
-                }))
-                .map_err(err)?
-                .label(s.name())
-                .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], col.filled()));
-            for &&(_, ci, _, ref reps) in &mine {
-                if let Some(rs) = reps {
-                    let xc = ci as f64 + 0.1 + (si as f64 + 0.5) * bw;
-                    let d = 0.2 * bw;
-                    let line = |pts: Vec<(f64, f64)>| PathElement::new(pts, BLACK.stroke_width(2));
-                    chart
-                        .draw_series([
-                            line(vec![(xc, rs.min), (xc, rs.max)]),
-                            line(vec![(xc - d, rs.min), (xc + d, rs.min)]),
-                            line(vec![(xc - d, rs.max), (xc + d, rs.max)]),
-                        ])
-                        .map_err(err)?;
-                }
-            }
-        }
-        // Retention 1.0: as fast as without noise.
-        chart
-            .draw_series(LineSeries::new(
-                [(0.0, 1.0), (n, 1.0)],
-                BLACK.stroke_width(1),
-            ))
-            .map_err(err)?;
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(font(16.0))
-            .draw()
-            .map_err(err)?;
-        // Scenario names under their groups (backend_coord is absolute,
-        // the area draws relative to its own corner).
-        let (bx, by) = area.get_base_pixel();
-        for (ci, c) in scens.iter().enumerate() {
-            let (px, py) = chart.backend_coord(&(ci as f64 + 0.5, 0.0));
-            let style = font(20.0).pos(Pos::new(HPos::Center, VPos::Top));
-            area.draw(&Text::new(c.name(), (px - bx, py - by + 10), style))
-                .map_err(err)?;
-        }
+        retention_panel(area, r, wl, &scens)?;
     }
     root.present().map_err(err)
+}
+
+/// A bar of the retention plot: (scheduler index, scenario index, median
+/// ratio, range of the per-repeat ratios).
+type Bar = (usize, usize, f64, Option<Summary>);
+
+/// The bars of one workload's panel, and the largest ratio among them
+/// (at least 1.2).
+fn retention_bars(r: &Results, wl: Workload, scens: &[Scenario]) -> (Vec<Bar>, f64) {
+    let mut bars = vec![];
+    let mut ymax: f64 = 1.2;
+    for (si, &s) in r.plan.schedulers.iter().enumerate() {
+        let base = r
+            .get(s, Scenario::Baseline, wl, "tok_s")
+            .map(|a| a.summary.median);
+        for (ci, &c) in scens.iter().enumerate() {
+            let (Some(b), Some(a)) = (base, r.get(s, c, wl, "tok_s")) else {
+                continue;
+            };
+            if b <= 0.0 {
+                continue;
+            }
+            let reps: Vec<f64> = a.summary.values.iter().map(|v| v / b).collect();
+            let med = a.summary.median / b;
+            ymax = reps.iter().copied().fold(ymax, f64::max).max(med);
+            bars.push((si, ci, med, Summary::of(&reps)));
+        }
+    }
+    (bars, ymax)
+}
+
+/// A panel with linear f64 axes.
+type Chart<'a, 'b> =
+    ChartContext<'a, BitMapBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// One workload's panel of the retention plot.
+fn retention_panel(
+    area: &DrawingArea<BitMapBackend, Shift>,
+    r: &Results,
+    wl: Workload,
+    scens: &[Scenario],
+) -> Result<()> {
+    let (bars, ymax) = retention_bars(r, wl, scens);
+    let ymax = (ymax * 1.15).min(10.0);
+    let n = scens.len() as f64;
+    let mut chart = ChartBuilder::on(area)
+        .caption(
+            match wl {
+                Workload::Mixed => "mixed: decode + CPU-bound helper threads in one process",
+                _ => "decode stand-in",
+            },
+            font(20.0),
+        )
+        .margin(15)
+        .margin_bottom(45)
+        .x_label_area_size(10)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..n, 0f64..ymax)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(0)
+        .y_desc("tok/s ÷ own baseline (median; whiskers: repeats)")
+        .y_label_style(font(16.0))
+        .axis_desc_style(font(16.0))
+        .draw()
+        .map_err(err)?;
+    draw_retention_bars(&mut chart, &r.plan.schedulers, &bars)?;
+    // Retention 1.0: as fast as without noise.
+    chart
+        .draw_series(LineSeries::new(
+            [(0.0, 1.0), (n, 1.0)],
+            BLACK.stroke_width(1),
+        ))
+        .map_err(err)?;
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(font(16.0))
+        .draw()
+        .map_err(err)?;
+    // Scenario names under their groups (backend_coord is absolute,
+    // the area draws relative to its own corner).
+    let (bx, by) = area.get_base_pixel();
+    for (ci, c) in scens.iter().enumerate() {
+        let (px, py) = chart.backend_coord(&(ci as f64 + 0.5, 0.0));
+        let style = font(20.0).pos(Pos::new(HPos::Center, VPos::Top));
+        area.draw(&Text::new(c.name(), (px - bx, py - by + 10), style))
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// Each scheduler's bars (one legend entry per scheduler) and their
+/// whiskers.
+fn draw_retention_bars(chart: &mut Chart, schedulers: &[Sched], bars: &[Bar]) -> Result<()> {
+    let k = schedulers.len() as f64;
+    let bw = 0.8 / k;
+    for (si, &s) in schedulers.iter().enumerate() {
+        let col = color(s);
+        let mine: Vec<_> = bars.iter().filter(|b| b.0 == si).collect();
+        chart
+            .draw_series(mine.iter().map(|&&(_, ci, med, _)| {
+                let x0 = ci as f64 + 0.1 + si as f64 * bw;
+                Rectangle::new([(x0 + 0.1 * bw, 0.0), (x0 + 0.9 * bw, med)], col.filled())
+            }))
+            .map_err(err)?
+            .label(s.name())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], col.filled()));
+        for &&(_, ci, _, ref reps) in &mine {
+            if let Some(rs) = reps {
+                let xc = ci as f64 + 0.1 + (si as f64 + 0.5) * bw;
+                let d = 0.2 * bw;
+                let line = |pts: Vec<(f64, f64)>| PathElement::new(pts, BLACK.stroke_width(2));
+                chart
+                    .draw_series([
+                        line(vec![(xc, rs.min), (xc, rs.max)]),
+                        line(vec![(xc - d, rs.min), (xc + d, rs.min)]),
+                        line(vec![(xc - d, rs.max), (xc + d, rs.max)]),
+                    ])
+                    .map_err(err)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn note(area: &DrawingArea<BitMapBackend, Shift>, text: &str) -> Result<()> {
@@ -260,7 +293,6 @@ fn tail_cdf(r: &Results, path: &Path, title: &str) -> Result<()> {
         BitMapBackend::new(path, (620 * cols as u32, 70 + 480 * rows as u32)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let root = root.titled(title, font(26.0)).map_err(err)?;
-    type Curve = (Scenario, Sched, Vec<(f64, f64)>);
     let curves: Vec<Curve> = scens
         .iter()
         .flat_map(|&c| p.schedulers.iter().map(move |&s| (c, s)))
@@ -290,68 +322,88 @@ fn tail_cdf(r: &Results, path: &Path, title: &str) -> Result<()> {
         + 0.2;
     let panels = root.split_evenly((rows, cols));
     for (area, &c) in panels.iter().zip(scens.iter()) {
-        let mut chart = ChartBuilder::on(area)
-            .caption(c.name(), font(20.0))
-            .margin(12)
-            .x_label_area_size(45)
-            .y_label_area_size(70)
-            .build_cartesian_2d((lo / 1.3..hi * 1.3).log_scale(), 0f64..ytop)
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_desc("local tail (µs)")
-            .y_desc("fraction of steps")
-            .x_label_style(font(14.0))
-            .y_label_style(font(14.0))
-            .axis_desc_style(font(15.0))
-            .y_labels(ytop.floor() as usize + 1)
-            .y_label_formatter(&|y| {
-                let k = y.round();
-                if (y - k).abs() > 1e-6 {
-                    return String::new();
-                }
-                match k as i32 {
-                    0 => "0".into(),
-                    1 => "0.9".into(),
-                    2 => "0.99".into(),
-                    3 => "0.999".into(),
-                    4 => "0.9999".into(),
-                    _ => String::new(),
-                }
-            })
-            .x_label_formatter(&|x| {
-                if *x >= 1000.0 {
-                    format!("{:.0}k", x / 1000.0)
-                } else {
-                    format!("{x:.0}")
-                }
-            })
-            .draw()
-            .map_err(err)?;
-        for (_, s, pts) in curves.iter().filter(|x| x.0 == c) {
-            let col = color(*s);
-            let width = if *s == Sched::Express { 4 } else { 2 };
-            chart
-                .draw_series(LineSeries::new(
-                    pts.iter().map(|&(q, us)| (us, nines(q))),
-                    col.stroke_width(width),
-                ))
-                .map_err(err)?
-                .label(s.name())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(3))
-                });
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(font(14.0))
-            .draw()
-            .map_err(err)?;
+        tail_panel(area, c, &curves, (lo, hi), ytop)?;
     }
     root.present().map_err(err)
+}
+
+/// A scheduler's pooled tail quantiles in one scenario.
+type Curve = (Scenario, Sched, Vec<(f64, f64)>);
+
+/// One scenario's panel of the tail CDF: x over `lo..hi` µs (log), y up to
+/// `ytop` nines.
+fn tail_panel(
+    area: &DrawingArea<BitMapBackend, Shift>,
+    c: Scenario,
+    curves: &[Curve],
+    (lo, hi): (f64, f64),
+    ytop: f64,
+) -> Result<()> {
+    let mut chart = ChartBuilder::on(area)
+        .caption(c.name(), font(20.0))
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d((lo / 1.3..hi * 1.3).log_scale(), 0f64..ytop)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("local tail (µs)")
+        .y_desc("fraction of steps")
+        .x_label_style(font(14.0))
+        .y_label_style(font(14.0))
+        .axis_desc_style(font(15.0))
+        .y_labels(ytop.floor() as usize + 1)
+        .y_label_formatter(&nines_label)
+        .x_label_formatter(&us_label)
+        .draw()
+        .map_err(err)?;
+    for (_, s, pts) in curves.iter().filter(|x| x.0 == c) {
+        let col = color(*s);
+        let width = if *s == Sched::Express { 4 } else { 2 };
+        chart
+            .draw_series(LineSeries::new(
+                pts.iter().map(|&(q, us)| (us, nines(q))),
+                col.stroke_width(width),
+            ))
+            .map_err(err)?
+            .label(s.name())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(3)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(font(14.0))
+        .draw()
+        .map_err(err)
+}
+
+/// The label of a whole number of nines on the y axis (1 → 0.9, ...);
+/// none between them.
+fn nines_label(y: &f64) -> String {
+    let k = y.round();
+    if (y - k).abs() > 1e-6 {
+        return String::new();
+    }
+    match k as i32 {
+        0 => "0".into(),
+        1 => "0.9".into(),
+        2 => "0.99".into(),
+        3 => "0.999".into(),
+        4 => "0.9999".into(),
+        _ => String::new(),
+    }
+}
+
+/// A tail in µs on the x axis: 800, 2k.
+fn us_label(x: &f64) -> String {
+    if *x >= 1000.0 {
+        format!("{:.0}k", x / 1000.0)
+    } else {
+        format!("{x:.0}")
+    }
 }
 
 #[cfg(test)]

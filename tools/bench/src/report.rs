@@ -563,6 +563,22 @@ fn reported_smp(r: &Results) -> String {
 
 /// report.md. `plots` are the PNG file names (same directory).
 pub fn markdown(r: &Results, plots: &[(String, String)]) -> String {
+    let mut md = header(r);
+    md += &summary(r);
+    md += &plots_section(plots);
+    md += &workload_tables(r);
+    md += &noise_tables(r);
+    md += &cpu_time_table(r);
+    md += &lane_table(r);
+    md += &boots_table(r);
+    md += &classification(r);
+    md += METHOD;
+    md
+}
+
+/// The title, the TCG caveat and the run's facts: date, kernel, VMs, host,
+/// command, source, plan, and the cells missing or failed by reason.
+fn header(r: &Results) -> String {
     let p = &r.plan;
     let mut md = String::new();
     let scheds: Vec<String> = p.schedulers.iter().map(|s| s.name()).collect();
@@ -612,6 +628,14 @@ pub fn markdown(r: &Results, plots: &[(String, String)]) -> String {
         p.warm_s,
         p.express_config
     );
+    md += &cells_line(r);
+    md + "\n"
+}
+
+/// The "Cells: N of M ok" line, then the missing or failed cells grouped
+/// by reason.
+fn cells_line(r: &Results) -> String {
+    let mut md = String::new();
     let missing = r.missing_cells();
     let _ = writeln!(
         md,
@@ -619,7 +643,6 @@ pub fn markdown(r: &Results, plots: &[(String, String)]) -> String {
         r.expected_cells() - missing.len(),
         r.expected_cells()
     );
-    // Missing or failed cells, grouped by reason.
     let mut why: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for m in &missing {
         let (cell, reason) = m.split_once(": ").unwrap_or((m, ""));
@@ -633,9 +656,13 @@ pub fn markdown(r: &Results, plots: &[(String, String)]) -> String {
             cells.join(", ")
         );
     }
-    md += "\n";
+    md
+}
 
-    // Headline.
+/// The headline: one row per scheduler in the headline scenario.
+fn summary(r: &Results) -> String {
+    let p = &r.plan;
+    let mut md = String::new();
     let h = headline_scenario(p);
     let _ = writeln!(md, "## Summary ({} vs baseline)\n", h.name());
     let _ = writeln!(
@@ -658,117 +685,152 @@ pub fn markdown(r: &Results, plots: &[(String, String)]) -> String {
         &cols.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
     );
     for &s in &p.schedulers {
-        let g = |w, m: &str| r.get(s, h, w, m);
-        let noise_metric = match h {
-            Scenario::Net => "net_gbit_s",
-            Scenario::Disk => "disk_iops",
-            _ => "cpu_bogo_ops_s",
-        };
-        let cpu = Summary::of(
-            &r.cells
-                .iter()
-                .filter(|c| c.ok && c.sched == s)
-                .filter_map(|c| c.measured.metrics.get("sched_cpu_pct").copied())
-                .collect::<Vec<_>>(),
-        );
-        let _ = writeln!(
-            md,
-            "| {} | {} | {} | {} | {} | {} | {} |",
-            s.name(),
-            fmt_ratio(g(Workload::Decode, "tok_s").and_then(|a| a.vs_baseline)),
-            fmt_ratio(g(Workload::Mixed, "tok_s").and_then(|a| a.vs_baseline)),
-            g(Workload::Agent, "tail_p99_us")
-                .map(|a| fmt_num(a.summary.median))
-                .unwrap_or("–".into()),
-            g(Workload::Wakeup, "wake_p99_us")
-                .map(|a| fmt_num(a.summary.median))
-                .unwrap_or("–".into()),
-            fmt_ratio(g(Workload::Decode, noise_metric).and_then(|a| a.vs_eevdf)),
-            cpu.map(|c| format!("{:.1}", c.median))
-                .unwrap_or("–".into()),
-        );
+        md += &summary_row(r, s, h);
     }
-    md += "\n";
+    md + "\n"
+}
 
+/// One scheduler's row of the summary, for headline scenario `h`.
+fn summary_row(r: &Results, s: Sched, h: Scenario) -> String {
+    let g = |w, m: &str| r.get(s, h, w, m);
+    let noise_metric = match h {
+        Scenario::Net => "net_gbit_s",
+        Scenario::Disk => "disk_iops",
+        _ => "cpu_bogo_ops_s",
+    };
+    let cpu = Summary::of(
+        &r.cells
+            .iter()
+            .filter(|c| c.ok && c.sched == s)
+            .filter_map(|c| c.measured.metrics.get("sched_cpu_pct").copied())
+            .collect::<Vec<_>>(),
+    );
+    format!(
+        "| {} | {} | {} | {} | {} | {} | {} |\n",
+        s.name(),
+        fmt_ratio(g(Workload::Decode, "tok_s").and_then(|a| a.vs_baseline)),
+        fmt_ratio(g(Workload::Mixed, "tok_s").and_then(|a| a.vs_baseline)),
+        g(Workload::Agent, "tail_p99_us")
+            .map(|a| fmt_num(a.summary.median))
+            .unwrap_or("–".into()),
+        g(Workload::Wakeup, "wake_p99_us")
+            .map(|a| fmt_num(a.summary.median))
+            .unwrap_or("–".into()),
+        fmt_ratio(g(Workload::Decode, noise_metric).and_then(|a| a.vs_eevdf)),
+        cpu.map(|c| format!("{:.1}", c.median))
+            .unwrap_or("–".into()),
+    )
+}
+
+/// The plots, each under its title; nothing when there are none.
+fn plots_section(plots: &[(String, String)]) -> String {
+    let mut md = String::new();
     if !plots.is_empty() {
         md += "## Plots\n\n";
         for (file, title) in plots {
             let _ = writeln!(md, "**{title}**\n\n![{title}]({file})\n");
         }
     }
+    md
+}
 
-    md += "## Tables\n\n";
-    md += "Each cell: median (min–max) over repeats; `b` = median ÷ the same \
-           scheduler's baseline median, `e` = median ÷ EEVDF's median in the same \
-           scenario. `missing` = no successful cell.\n\n";
+/// "## Tables": one table per entry of TABLES the plan's workloads have.
+fn workload_tables(r: &Results) -> String {
+    let p = &r.plan;
+    let mut md = "## Tables\n\n\
+                  Each cell: median (min–max) over repeats; `b` = median ÷ the same \
+                  scheduler's baseline median, `e` = median ÷ EEVDF's median in the same \
+                  scenario. `missing` = no successful cell.\n\n"
+        .to_string();
     for t in TABLES.iter().filter(|t| p.workloads.contains(&t.workload)) {
-        let unit = if t.unit.is_empty() {
-            String::new()
+        md += &workload_table(r, t);
+    }
+    md
+}
+
+/// One table of TABLES: schedulers × scenarios.
+fn workload_table(r: &Results, t: &TableDef) -> String {
+    let p = &r.plan;
+    let mut md = String::new();
+    let scens: Vec<String> = p.scenarios.iter().map(|s| s.name()).collect();
+    let unit = if t.unit.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", t.unit)
+    };
+    let _ = writeln!(
+        md,
+        "### {}{unit}\n\n{} is better.\n",
+        t.title,
+        if t.higher_is_better {
+            "Higher"
         } else {
-            format!(" ({})", t.unit)
-        };
-        let _ = writeln!(
-            md,
-            "### {}{unit}\n\n{} is better.\n",
-            t.title,
-            if t.higher_is_better {
-                "Higher"
-            } else {
-                "Lower"
-            }
-        );
-        md += &header_row("scheduler", &scens);
+            "Lower"
+        }
+    );
+    md += &header_row("scheduler", &scens);
+    for &s in &p.schedulers {
+        let _ = write!(md, "| {} |", s.name());
+        for &c in &p.scenarios {
+            let a = r.get(s, c, t.workload, t.metric);
+            let _ = write!(
+                md,
+                " {} |",
+                cell_text(a, t.scale, c != Scenario::Baseline, s != Sched::Eevdf)
+            );
+        }
+        md += "\n";
+    }
+    md + "\n"
+}
+
+/// Cost to others: the noise's own throughput during each workload, one
+/// table per workload; nothing when the plan has no noisy scenario.
+fn noise_tables(r: &Results) -> String {
+    let p = &r.plan;
+    let mut md = String::new();
+    let noisy: Vec<(&str, &str, Scenario)> = NOISE
+        .iter()
+        .flat_map(|(m, l, sc)| sc.iter().map(move |s| (*m, *l, *s)))
+        .filter(|(_, _, s)| p.scenarios.contains(s))
+        .collect();
+    if noisy.is_empty() {
+        return md;
+    }
+    md += "### Cost to others: the noise's own throughput\n\n\
+           Higher is better for the noise; `e` = ÷ EEVDF in the same scenario \
+           and workload.\n\n";
+    let cols: Vec<String> = noisy
+        .iter()
+        .map(|(_, l, s)| format!("{}: {l}", s.name()))
+        .collect();
+    for &w in &p.workloads {
+        let _ = writeln!(md, "During **{}**:\n", w.name());
+        md += &header_row("scheduler", &cols);
         for &s in &p.schedulers {
             let _ = write!(md, "| {} |", s.name());
-            for &c in &p.scenarios {
-                let a = r.get(s, c, t.workload, t.metric);
+            for (m, _, c) in &noisy {
                 let _ = write!(
                     md,
                     " {} |",
-                    cell_text(a, t.scale, c != Scenario::Baseline, s != Sched::Eevdf)
+                    cell_text(r.get(s, *c, w, m), 1.0, false, s != Sched::Eevdf)
                 );
             }
             md += "\n";
         }
         md += "\n";
     }
+    md
+}
 
-    // Cost to others.
-    let noisy: Vec<(&str, &str, Scenario)> = NOISE
-        .iter()
-        .flat_map(|(m, l, sc)| sc.iter().map(move |s| (*m, *l, *s)))
-        .filter(|(_, _, s)| p.scenarios.contains(s))
-        .collect();
-    if !noisy.is_empty() {
-        md += "### Cost to others: the noise's own throughput\n\n\
-               Higher is better for the noise; `e` = ÷ EEVDF in the same scenario \
-               and workload.\n\n";
-        let cols: Vec<String> = noisy
-            .iter()
-            .map(|(_, l, s)| format!("{}: {l}", s.name()))
-            .collect();
-        for &w in &p.workloads {
-            let _ = writeln!(md, "During **{}**:\n", w.name());
-            md += &header_row("scheduler", &cols);
-            for &s in &p.schedulers {
-                let _ = write!(md, "| {} |", s.name());
-                for (m, _, c) in &noisy {
-                    let _ = write!(
-                        md,
-                        " {} |",
-                        cell_text(r.get(s, *c, w, m), 1.0, false, s != Sched::Eevdf)
-                    );
-                }
-                md += "\n";
-            }
-            md += "\n";
-        }
-    }
-
-    // The scheduler's own CPU time.
-    md += "### The scheduler's own CPU time (% of one CPU, all workloads pooled)\n\n\
-           utime+stime of the scheduler process over each cell ÷ the cell's wall \
-           time; 0 for EEVDF and its variants.\n\n";
+/// The scheduler's own CPU time per scenario, all workloads pooled.
+fn cpu_time_table(r: &Results) -> String {
+    let p = &r.plan;
+    let scens: Vec<String> = p.scenarios.iter().map(|s| s.name()).collect();
+    let mut md = "### The scheduler's own CPU time (% of one CPU, all workloads pooled)\n\n\
+                  utime+stime of the scheduler process over each cell ÷ the cell's wall \
+                  time; 0 for EEVDF and its variants.\n\n"
+        .to_string();
     md += &header_row("scheduler", &scens);
     for &s in &p.schedulers {
         let _ = write!(md, "| {} |", s.name());
@@ -789,13 +851,14 @@ pub fn markdown(r: &Results, plots: &[(String, String)]) -> String {
         }
         md += "\n";
     }
-    md += "\n";
+    md + "\n"
+}
 
-    md += &lane_table(r);
-
-    // Boots and classification.
-    md += "## Boots\n\n| scheduler | ops | attach | boots | cells failed | state at end | scheduler CPU (s) | bench wall (s) |\n|---|---|---|---|---|---|---|---|\n";
-    for &s in &p.schedulers {
+/// "## Boots": one row per scheduler's VM boot, from its info and final
+/// records.
+fn boots_table(r: &Results) -> String {
+    let mut md = "## Boots\n\n| scheduler | ops | attach | boots | cells failed | state at end | scheduler CPU (s) | bench wall (s) |\n|---|---|---|---|---|---|---|---|\n".to_string();
+    for &s in &r.plan.schedulers {
         let b = r.boots.iter().find(|b| b.sched == s.name());
         let i = |k: &str| b.and_then(|b| b.info.get(k)).cloned().unwrap_or("?".into());
         let f = |k: &str| {
@@ -821,7 +884,12 @@ pub fn markdown(r: &Results, plots: &[(String, String)]) -> String {
             cs(f("wall_cs")),
         );
     }
-    md += "\n";
+    md + "\n"
+}
+
+/// How often `scx_express ps` showed the launcher as `gpu` in the express
+/// decode and mixed cells; nothing when there were none.
+fn classification(r: &Results) -> String {
     let classified: Vec<&CellResult> = r
         .cells
         .iter()
@@ -829,40 +897,41 @@ pub fn markdown(r: &Results, plots: &[(String, String)]) -> String {
             c.sched == Sched::Express && matches!(c.workload, Workload::Decode | Workload::Mixed)
         })
         .collect();
-    if !classified.is_empty() {
-        let gpu = classified
-            .iter()
-            .filter(|c| c.measured.class.as_deref() == Some("gpu"))
-            .count();
-        let _ = writeln!(
-            md,
-            "Classification: `scx_express ps`, 0.5 s into each express decode and mixed \
-             cell (and once more 1 s later if the launcher was not `gpu` yet), showed \
-             the launcher thread as `gpu` in {gpu} of {} cells (CUDA uprobes on the \
-             stand-in libcuda.so.1 alone). The agent loop is opt-in: \
-             the bench marks the loop thread and its tool-server process with `scx_express mark` \
-             (`--tid`, `--pid`), the processes eevdf-nice's `nice` covers.\n",
-            classified.len()
-        );
+    if classified.is_empty() {
+        return String::new();
     }
-    md += "## Method\n\n\
-           One VM boot per scheduler runs every repeat × scenario × workload cell \
-           (repeats outermost). In a cell the noise starts, the workload measures \
-           for the planned seconds, and the noise stops by its own time limit. \
-           Noise: cpu1x/cpu4x = `stress-ng --cpu N --cpu-method fft` with N = 1×/4× \
-           vCPUs; net = iperf3 server and client over loopback, 10 parallel \
-           streams; disk = fio randwrite bs=4k iodepth=32 numjobs=4 on an emulated \
-           NVMe scratch disk (libaio, O_DIRECT); heavy = cpu4x + net + disk. \
-           eevdf-nice runs the workload under `taskset` (first quarter of the \
-           vCPUs, at least one) and `nice -n -10`; eevdf-fifo under `chrt -f 10` \
-           (cyclictest with `-p 10`). Workloads: `decode` (100 launches + 1 sync per \
-           token against the stand-in libcuda.so.1), `agent` (2 ms tool reply, \
-           then a CPU burst; local tail = reply read − server send), `wakeup` \
-           (cyclictest, one SCHED_OTHER thread, 1 ms interval), `mixed` (`decode \
-           --helpers N`, N = vCPUs). Raw numbers of every cell are in \
-           `results.json`.\n";
-    md
+    let gpu = classified
+        .iter()
+        .filter(|c| c.measured.class.as_deref() == Some("gpu"))
+        .count();
+    format!(
+        "Classification: `scx_express ps`, 0.5 s into each express decode and mixed \
+         cell (and once more 1 s later if the launcher was not `gpu` yet), showed \
+         the launcher thread as `gpu` in {gpu} of {} cells (CUDA uprobes on the \
+         stand-in libcuda.so.1 alone). The agent loop is opt-in: \
+         the bench marks the loop thread and its tool-server process with `scx_express mark` \
+         (`--tid`, `--pid`), the processes eevdf-nice's `nice` covers.\n\n",
+        classified.len()
+    )
 }
+
+/// The report's closing section: how a run is made.
+const METHOD: &str = "## Method\n\n\
+    One VM boot per scheduler runs every repeat × scenario × workload cell \
+    (repeats outermost). In a cell the noise starts, the workload measures \
+    for the planned seconds, and the noise stops by its own time limit. \
+    Noise: cpu1x/cpu4x = `stress-ng --cpu N --cpu-method fft` with N = 1×/4× \
+    vCPUs; net = iperf3 server and client over loopback, 10 parallel \
+    streams; disk = fio randwrite bs=4k iodepth=32 numjobs=4 on an emulated \
+    NVMe scratch disk (libaio, O_DIRECT); heavy = cpu4x + net + disk. \
+    eevdf-nice runs the workload under `taskset` (first quarter of the \
+    vCPUs, at least one) and `nice -n -10`; eevdf-fifo under `chrt -f 10` \
+    (cyclictest with `-p 10`). Workloads: `decode` (100 launches + 1 sync per \
+    token against the stand-in libcuda.so.1), `agent` (2 ms tool reply, \
+    then a CPU burst; local tail = reply read − server send), `wakeup` \
+    (cyclictest, one SCHED_OTHER thread, 1 ms interval), `mixed` (`decode \
+    --helpers N`, N = vCPUs). Raw numbers of every cell are in \
+    `results.json`.\n";
 
 /// Problems with a report directory (empty: complete and well formed).
 pub fn check_dir(dir: &Path) -> Result<Vec<String>> {
@@ -882,53 +951,77 @@ pub fn check_dir(dir: &Path) -> Result<Vec<String>> {
             r.expected_cells()
         ));
     }
+    problems.extend(check_tables(&r));
+    problems.extend(check_noise(&r));
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap_or_default();
+    problems.extend(check_markdown(&md, &r.plan));
+    problems.extend(check_plots(dir, &md));
+    Ok(problems)
+}
+
+/// Every table's metric for every scheduler × scenario: present, one value
+/// per repeat, with the bases of its ratios.
+fn check_tables(r: &Results) -> Vec<String> {
     let p = &r.plan;
+    let mut problems = vec![];
     for t in TABLES.iter().filter(|t| p.workloads.contains(&t.workload)) {
         if t.metric == "helper_iters_s" && p.helpers == 0 {
             continue;
         }
         for &s in &p.schedulers {
             for &c in &p.scenarios {
-                match r.get(s, c, t.workload, t.metric) {
-                    None => problems.push(format!(
-                        "no {} for {}/{}/{}",
-                        t.metric,
-                        s.name(),
-                        c.name(),
-                        t.workload.name()
-                    )),
-                    Some(a) => {
-                        if !a.summary.median.is_finite()
-                            || a.summary.values.len() != p.repeats as usize
-                        {
-                            problems.push(format!(
-                                "{} of {}/{}/{}: {:?}",
-                                t.metric,
-                                s.name(),
-                                c.name(),
-                                t.workload.name(),
-                                a.summary.values
-                            ));
-                        }
-                        // A ratio can be missing because its base is 0 (a count,
-                        // such as slow steps); only a missing base is a problem.
-                        if r.get(s, Scenario::Baseline, t.workload, t.metric).is_none()
-                            || (p.schedulers.contains(&Sched::Eevdf)
-                                && r.get(Sched::Eevdf, c, t.workload, t.metric).is_none())
-                        {
-                            problems.push(format!(
-                                "{} of {}/{}/{}: a ratio is missing",
-                                t.metric,
-                                s.name(),
-                                c.name(),
-                                t.workload.name()
-                            ));
-                        }
-                    }
-                }
+                problems.extend(check_table_cell(r, t, s, c));
             }
         }
     }
+    problems
+}
+
+/// One cell of a table (see `check_tables`).
+fn check_table_cell(r: &Results, t: &TableDef, s: Sched, c: Scenario) -> Vec<String> {
+    let p = &r.plan;
+    let mut problems = vec![];
+    let Some(a) = r.get(s, c, t.workload, t.metric) else {
+        problems.push(format!(
+            "no {} for {}/{}/{}",
+            t.metric,
+            s.name(),
+            c.name(),
+            t.workload.name()
+        ));
+        return problems;
+    };
+    if !a.summary.median.is_finite() || a.summary.values.len() != p.repeats as usize {
+        problems.push(format!(
+            "{} of {}/{}/{}: {:?}",
+            t.metric,
+            s.name(),
+            c.name(),
+            t.workload.name(),
+            a.summary.values
+        ));
+    }
+    // A ratio can be missing because its base is 0 (a count,
+    // such as slow steps); only a missing base is a problem.
+    if r.get(s, Scenario::Baseline, t.workload, t.metric).is_none()
+        || (p.schedulers.contains(&Sched::Eevdf)
+            && r.get(Sched::Eevdf, c, t.workload, t.metric).is_none())
+    {
+        problems.push(format!(
+            "{} of {}/{}/{}: a ratio is missing",
+            t.metric,
+            s.name(),
+            c.name(),
+            t.workload.name()
+        ));
+    }
+    problems
+}
+
+/// The noise's throughput in every cell of a noisy scenario.
+fn check_noise(r: &Results) -> Vec<String> {
+    let p = &r.plan;
+    let mut problems = vec![];
     for (m, _, scens) in NOISE {
         for &c in scens.iter().filter(|c| p.scenarios.contains(c)) {
             for &s in &p.schedulers {
@@ -940,7 +1033,13 @@ pub fn check_dir(dir: &Path) -> Result<Vec<String>> {
             }
         }
     }
-    let md = std::fs::read_to_string(dir.join("report.md")).unwrap_or_default();
+    problems
+}
+
+/// report.md: there, with no missing cells, a row per scheduler, and the
+/// TCG caveat.
+fn check_markdown(md: &str, p: &Plan) -> Vec<String> {
+    let mut problems = vec![];
     if md.is_empty() {
         problems.push("report.md is missing or empty".into());
     }
@@ -959,6 +1058,12 @@ pub fn check_dir(dir: &Path) -> Result<Vec<String>> {
     if !md.contains("TCG timings count only as ratios within one run") {
         problems.push("report.md lacks the TCG caveat".into());
     }
+    problems
+}
+
+/// Each plot: a PNG of some size, shown in report.md.
+fn check_plots(dir: &Path, md: &str) -> Vec<String> {
+    let mut problems = vec![];
     for png in super::plot::FILES {
         let path = dir.join(png);
         match std::fs::read(&path) {
@@ -970,7 +1075,7 @@ pub fn check_dir(dir: &Path) -> Result<Vec<String>> {
             problems.push(format!("report.md does not show {png}"));
         }
     }
-    Ok(problems)
+    problems
 }
 
 #[cfg(test)]

@@ -210,22 +210,32 @@ impl Context {
         std::fs::copy(kdir.join("vmlinuz"), dir.join("vmlinuz"))?;
         std::fs::copy(kdir.join("version"), dir.join("kernel-version"))?;
 
-        // One initramfs; the runner picks the scheduler with bench.sched=.
         let tmp = dir.join(".build");
-        std::fs::create_dir_all(&tmp)?;
+        self.bundle_initramfs(dir, &kdir, &tmp)?;
+        bundle_qemu(&dir.join("qemu"))?;
+        self.bundle_runner(dir)?;
+        std::fs::remove_dir_all(&tmp)?;
+        let scheds: Vec<String> = self.plan.schedulers.iter().map(|s| s.name()).collect();
+        eprintln!(
+            "bench: bundle in {} ({} MiB). On the target machine:\n  {}/runner.sh --smp {} OUTDIR {}\n\
+             then here: scx_express_bench --from-logs OUTDIR --out DIR",
+            dir.display(),
+            dir_size(dir)? >> 20,
+            dir.display(),
+            self.plan.smp,
+            scheds.join(" ")
+        );
+        Ok(())
+    }
+
+    /// The bundle's one initramfs, `dir/initrd.xz`, built in `tmp` for the
+    /// kernel in `kdir`; the runner picks the scheduler with bench.sched=.
+    fn bundle_initramfs(&self, dir: &Path, kdir: &Path, tmp: &Path) -> Result<()> {
+        let vm = self.repo.join("tests/vm");
+        std::fs::create_dir_all(tmp)?;
         let scen = tmp.join("scenario.sh");
         std::fs::write(&scen, self.scenario(None))?;
-        let mut env = format!(
-            "VMTEST_TIMEOUT={}\nVMTEST_NAME=bench\n",
-            self.plan.guest_timeout_s()
-        );
-        for (k, v) in self.env() {
-            env += &format!("export {k}='{v}'\n");
-        }
-        if self.plan.needs_disk() {
-            env += "export VMTEST_DISK=/dev/nvme0n1\n";
-        }
-        std::fs::write(tmp.join("env"), env)?;
+        std::fs::write(tmp.join("env"), self.bundle_env())?;
         let cpio = tmp.join("initrd.cpio");
         let mut c = Command::new(vm.join("initramfs.sh"));
         c.arg("-o")
@@ -241,7 +251,7 @@ impl Context {
         c.arg("--file")
             .arg(format!("{}:/etc/vmtest/env", tmp.join("env").display()));
         for b in self.bins() {
-            c.arg("--bin").arg(stripped(&b, &tmp)?);
+            c.arg("--bin").arg(stripped(&b, tmp)?);
         }
         for f in self.files() {
             c.arg("--file").arg(f);
@@ -255,59 +265,27 @@ impl Context {
                 .arg(&cpio)
                 .stdout(xz_out),
             "compressing the initramfs with xz (apt-get install xz-utils)",
-        )?;
+        )
+    }
 
-        // QEMU, its libraries minus glibc, the TCG module, the firmware.
-        let qdir = dir.join("qemu");
-        std::fs::create_dir_all(qdir.join("lib"))?;
-        std::fs::create_dir_all(qdir.join("modules"))?;
-        std::fs::create_dir_all(qdir.join("fw"))?;
-        let qemu = which("qemu-system-x86_64")?;
-        std::fs::copy(&qemu, qdir.join("qemu-system-x86_64"))?;
-        let accel = glob::glob("/usr/lib/*/qemu/accel-tcg-x86_64.so")?
-            .flatten()
-            .next()
-            .context("accel-tcg-x86_64.so not found (qemu-system-x86)")?;
-        std::fs::copy(&accel, qdir.join("modules/accel-tcg-x86_64.so"))?;
-        let mut libs = ldd(&qemu)?;
-        libs.extend(ldd(&accel)?);
-        libs.sort();
-        libs.dedup();
-        for l in libs {
-            let name = l
-                .file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .to_string();
-            if is_glibc(&name) {
-                continue;
-            }
-            std::fs::copy(&l, qdir.join("lib").join(&name))
-                .with_context(|| format!("copying {}", l.display()))?;
+    /// The guest's /etc/vmtest/env in the bundle's initramfs.
+    fn bundle_env(&self) -> String {
+        let mut env = format!(
+            "VMTEST_TIMEOUT={}\nVMTEST_NAME=bench\n",
+            self.plan.guest_timeout_s()
+        );
+        for (k, v) in self.env() {
+            env += &format!("export {k}='{v}'\n");
         }
-        for (name, cands) in [
-            (
-                "bios-256k.bin",
-                &[
-                    "/usr/share/qemu/bios-256k.bin",
-                    "/usr/share/seabios/bios-256k.bin",
-                ][..],
-            ),
-            ("kvmvapic.bin", &["/usr/share/qemu/kvmvapic.bin"][..]),
-            (
-                "linuxboot_dma.bin",
-                &["/usr/share/qemu/linuxboot_dma.bin"][..],
-            ),
-            ("linuxboot.bin", &["/usr/share/qemu/linuxboot.bin"][..]),
-        ] {
-            let src = cands
-                .iter()
-                .map(Path::new)
-                .find(|p| p.exists())
-                .with_context(|| format!("QEMU firmware {name} not found"))?;
-            std::fs::copy(src, qdir.join("fw").join(name))?;
+        if self.plan.needs_disk() {
+            env += "export VMTEST_DISK=/dev/nvme0n1\n";
         }
+        env
+    }
 
+    /// The bundle's vm.env, runner.sh and plan.json (its command names
+    /// this bundle).
+    fn bundle_runner(&self, dir: &Path) -> Result<()> {
         std::fs::write(
             dir.join("vm.env"),
             format!(
@@ -331,20 +309,67 @@ impl Context {
             plan.command.split(" --bundle").next().unwrap_or(""),
             dir.display()
         );
-        super::write_json(&dir.join("plan.json"), &plan)?;
-        std::fs::remove_dir_all(&tmp)?;
-        let scheds: Vec<String> = self.plan.schedulers.iter().map(|s| s.name()).collect();
-        eprintln!(
-            "bench: bundle in {} ({} MiB). On the target machine:\n  {}/runner.sh --smp {} OUTDIR {}\n\
-             then here: scx_express_bench --from-logs OUTDIR --out DIR",
-            dir.display(),
-            dir_size(dir)? >> 20,
-            dir.display(),
-            self.plan.smp,
-            scheds.join(" ")
-        );
-        Ok(())
+        super::write_json(&dir.join("plan.json"), &plan)
     }
+}
+
+/// QEMU, its libraries minus glibc, the TCG module, the firmware, into
+/// the bundle's `qdir`.
+fn bundle_qemu(qdir: &Path) -> Result<()> {
+    std::fs::create_dir_all(qdir.join("lib"))?;
+    std::fs::create_dir_all(qdir.join("modules"))?;
+    std::fs::create_dir_all(qdir.join("fw"))?;
+    let qemu = which("qemu-system-x86_64")?;
+    std::fs::copy(&qemu, qdir.join("qemu-system-x86_64"))?;
+    let accel = glob::glob("/usr/lib/*/qemu/accel-tcg-x86_64.so")?
+        .flatten()
+        .next()
+        .context("accel-tcg-x86_64.so not found (qemu-system-x86)")?;
+    std::fs::copy(&accel, qdir.join("modules/accel-tcg-x86_64.so"))?;
+    let mut libs = ldd(&qemu)?;
+    libs.extend(ldd(&accel)?);
+    libs.sort();
+    libs.dedup();
+    for l in libs {
+        let name = l
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .to_string();
+        if is_glibc(&name) {
+            continue;
+        }
+        std::fs::copy(&l, qdir.join("lib").join(&name))
+            .with_context(|| format!("copying {}", l.display()))?;
+    }
+    bundle_firmware(&qdir.join("fw"))
+}
+
+/// The QEMU firmware the VMs boot with, from Debian's places.
+fn bundle_firmware(fw: &Path) -> Result<()> {
+    for (name, cands) in [
+        (
+            "bios-256k.bin",
+            &[
+                "/usr/share/qemu/bios-256k.bin",
+                "/usr/share/seabios/bios-256k.bin",
+            ][..],
+        ),
+        ("kvmvapic.bin", &["/usr/share/qemu/kvmvapic.bin"][..]),
+        (
+            "linuxboot_dma.bin",
+            &["/usr/share/qemu/linuxboot_dma.bin"][..],
+        ),
+        ("linuxboot.bin", &["/usr/share/qemu/linuxboot.bin"][..]),
+    ] {
+        let src = cands
+            .iter()
+            .map(Path::new)
+            .find(|p| p.exists())
+            .with_context(|| format!("QEMU firmware {name} not found"))?;
+        std::fs::copy(src, fw.join(name))?;
+    }
+    Ok(())
 }
 
 /// The machine the VMs run on: kernel, CPUs, CPU model (as runner.sh).
