@@ -29,9 +29,11 @@ extern volatile u64 class_burst_ns[NR_CLASSES];
 extern volatile u64 class_rate_ppm[NR_CLASSES];
 extern volatile u64 express_slice_ns;
 
-/* ---- Stats (main.bpf.c) ---- */
+/* ---- Counters (stats.bpf.c) ---- */
 void stat_add(enum stat_idx idx, u64 val);
 void stat_inc(enum stat_idx idx);
+void lane_stat_add(u32 class, enum lane_stat_idx idx, u64 val);
+void lane_stat_inc(u32 class, enum lane_stat_idx idx);
 
 /* ---- Per-task context and class (classify.bpf.c) ---- */
 struct task_ctx *task_ctx_get(struct task_struct *p);
@@ -53,7 +55,6 @@ u32 cpu_llc_of(s32 cpu);
 /* express_lane_select_cpu() results besides a CPU id. */
 #define EXPRESS_NONE -1 /* not an express task now: normal path */
 #define EXPRESS_FAIR -2 /* express, but no good CPU: fair path */
-void lane_stat_inc(u32 class, enum lane_stat_idx idx);
 s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wake_flags);
 bool express_lane_enqueue(struct task_struct *p, u64 enq_flags);
 bool express_lane_keep(struct task_struct *prev);

@@ -91,29 +91,6 @@ KNOB u64 express_slice_ns = 2 * NSEC_PER_MSEC;
 
 UEI_DEFINE(uei);
 
-/* ---- Stats ---- */
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, NR_EXPRESS_STATS);
-	__type(key, u32);
-	__type(value, u64);
-} stats SEC(".maps");
-
-__hidden void stat_add(enum stat_idx idx, u64 val)
-{
-	u32 key = idx;
-	u64 *cnt = bpf_map_lookup_elem(&stats, &key);
-
-	if (cnt)
-		*cnt += val;
-}
-
-__hidden void stat_inc(enum stat_idx idx)
-{
-	stat_add(idx, 1);
-}
-
 /* ---- Who bypasses both lanes ---- */
 
 static bool is_usersched(const struct task_struct *p)

@@ -30,31 +30,6 @@ KNOB bool express_preempt = true;
  */
 KNOB bool express_quiet_only = false;
 
-/* Per-class express-lane counters, class * NR_LANE_STATS + idx. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, NR_CLASSES * NR_LANE_STATS);
-	__type(key, u32);
-	__type(value, u64);
-} lane_stats SEC(".maps");
-
-static void lane_stat_add(u32 class, enum lane_stat_idx idx, u64 val)
-{
-	u32 key = class * NR_LANE_STATS + idx;
-	u64 *cnt;
-
-	if (class >= NR_CLASSES)
-		return;
-	cnt = bpf_map_lookup_elem(&lane_stats, &key);
-	if (cnt)
-		*cnt += val;
-}
-
-__hidden void lane_stat_inc(u32 class, enum lane_stat_idx idx)
-{
-	lane_stat_add(class, idx, 1);
-}
-
 /* The express class @p may use now, or CLASS_NORMAL. */
 static u32 express_class(struct task_struct *p, struct task_ctx **tctxp)
 {
