@@ -12,6 +12,7 @@ fn main() {
         .enable_intf("src/bpf/intf.h", "bpf_intf.rs")
         .enable_skel("src/bpf/main.bpf.c", "bpf")
         .add_source("src/bpf/stats.bpf.c")
+        .add_source("src/bpf/ctx.bpf.c")
         .add_source("src/bpf/classify.bpf.c")
         .add_source("src/bpf/budget.bpf.c")
         .add_source("src/bpf/cpu_quality.bpf.c")

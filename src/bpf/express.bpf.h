@@ -35,9 +35,12 @@ void stat_inc(enum stat_idx idx);
 void lane_stat_add(u32 class, enum lane_stat_idx idx, u64 val);
 void lane_stat_inc(u32 class, enum lane_stat_idx idx);
 
-/* ---- Per-task context and class (classify.bpf.c) ---- */
+/* ---- The scheduler's per-task and per-CPU state (ctx.bpf.c) ---- */
 struct task_ctx *task_ctx_get(struct task_struct *p);
 struct task_ctx *task_ctx_create(struct task_struct *p);
+struct cpu_ctx *cpu_ctx_of(s32 cpu);
+
+/* ---- Task class (classify.bpf.c) ---- */
 u32 task_class_of(struct task_struct *p);
 
 /* ---- Budget: per-task token bucket (budget.bpf.c) ---- */
@@ -46,7 +49,6 @@ void budget_charge(struct task_ctx *tctx, u64 now);
 bool budget_extend(struct task_ctx *tctx, u32 class, u64 now);
 
 /* ---- CPU quality (cpu_quality.bpf.c) ---- */
-struct cpu_ctx *cpu_ctx_of(s32 cpu);
 bool cpu_irq_hot(s32 cpu, u64 now);
 bool cpu_deep_idle(s32 cpu);
 u32 cpu_llc_of(s32 cpu);
