@@ -18,16 +18,10 @@
  * Knobs from the config file. KNOB ones live in their own data section,
  * which userspace writes before load and again on reload (SIGHUP), so they
  * change without a detach. Plain const volatile ones are fixed at load.
+ * Each is defined, with what it does and its unit, in the file that reads
+ * it; the few read by another file are declared with that file's functions.
  */
 #define KNOB SEC(".data.knobs") volatile
-
-extern const volatile bool fair_user_mode;
-extern volatile u64 slice_max_ns;
-extern volatile bool direct_idle;
-extern volatile bool class_enabled[NR_CLASSES];
-extern volatile u64 class_burst_ns[NR_CLASSES];
-extern volatile u64 class_rate_ppm[NR_CLASSES];
-extern volatile u64 express_slice_ns;
 
 /* ---- Counters (stats.bpf.c) ---- */
 void stat_add(enum stat_idx idx, u64 val);
@@ -65,6 +59,8 @@ void express_lane_stopping(struct task_struct *p, bool runnable, struct task_ctx
 			   struct cpu_ctx *cc);
 
 /* ---- Fair path: the policy, DSQs and pick (fair.bpf.c) ---- */
+extern const volatile bool fair_user_mode;
+extern volatile u64 slice_max_ns;
 s32 fair_init(void);
 void fair_note_wakeup(struct task_struct *p, u64 wake_flags);
 void fair_dispatch_idle(struct task_struct *p, u64 dsq_id, u64 enq_flags);

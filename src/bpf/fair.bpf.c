@@ -114,9 +114,6 @@ KNOB u64 slice_max_ns = 5 * NSEC_PER_MSEC;
 KNOB u64 slice_min_ns = 500 * NSEC_PER_USEC;
 KNOB u64 target_latency_ns = 20 * NSEC_PER_MSEC;
 
-/* Place a waking fair task directly on an idle CPU found by the kernel's picker. */
-KNOB bool direct_idle = true;
-
 /* A woken fair task may preempt a later-deadline one (section 5). */
 KNOB bool fair_wakeup_preempt = true;
 

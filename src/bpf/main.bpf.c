@@ -69,25 +69,29 @@ char _license[] SEC("license") = "GPL";
 
 /*
  * ---- Knobs: set from the config file before load ----
- * Each knob lives in the file that uses it: fair.bpf.c (fair.*),
- * usersched.bpf.c (fair.rescue_ms, fair.requeue_preempted), placement.bpf.c
- * and budget.bpf.c (express.*, classes.*), cpu_quality.bpf.c and
- * classify.bpf.c. These are the ones main.bpf.c itself reads.
+ * Each knob is defined in the file that reads it, next to the code it
+ * steers, with what it does and its unit: fair.bpf.c (fair.*), usersched.bpf.c
+ * (fair.rescue_ms, fair.requeue_preempted), placement.bpf.c (express.*,
+ * classes.*.enabled), budget.bpf.c (classes.*: burst, rate, max_share),
+ * cpu_quality.bpf.c (IRQ and idle-depth limits) and classify.bpf.c
+ * (classify.*). fair.bpf.c's fair_user_mode and slice_max_ns are read here
+ * too. The ones below are main.bpf.c's own.
  */
 
 /*
- * Our own process, in userspace mode: its threads are dispatched by BPF,
- * never through itself. In BPF mode it is an ordinary task.
+ * Our own process's tgid, in userspace mode: its threads are dispatched by
+ * BPF, never through itself. In BPF mode it is an ordinary task. Set by
+ * userspace before load; 0 matches no task.
  */
 const volatile u32 usersched_tgid;
 
-/* Per class: is the express lane on, bucket capacity, refill rate (ppm of a CPU). */
-KNOB bool class_enabled[NR_CLASSES];
-KNOB u64 class_burst_ns[NR_CLASSES];
-KNOB u64 class_rate_ppm[NR_CLASSES];
-
-/* Slice of an express dispatch. */
-KNOB u64 express_slice_ns = 2 * NSEC_PER_MSEC;
+/*
+ * fair.direct_idle: a waking fair task that the kernel's idle picker
+ * (previous CPU, then its LLC, then any) found an idle CPU for is
+ * dispatched there at once, skipping the fair DSQs; so is a pinned task
+ * waking on its idle CPU (express_enqueue()). Bool, on by default.
+ */
+KNOB bool direct_idle = true;
 
 UEI_DEFINE(uei);
 

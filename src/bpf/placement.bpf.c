@@ -19,6 +19,19 @@
  */
 #include "express.bpf.h"
 
+/*
+ * classes.<class>.enabled, indexed by enum task_class: a task of a
+ * disabled class is an ordinary task. [CLASS_NORMAL] is never read.
+ */
+KNOB bool class_enabled[NR_CLASSES];
+
+/*
+ * express.slice_us, in ns: the slice of an express dispatch, and of each
+ * further slice it keeps the CPU for (express_lane_keep()). 100 us to
+ * 100 ms; 2 ms by default.
+ */
+KNOB u64 express_slice_ns = 2 * NSEC_PER_MSEC;
+
 /* May an express wakeup preempt a normal task when no idle CPU is good? */
 KNOB bool express_preempt = true;
 
