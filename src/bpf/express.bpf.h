@@ -61,6 +61,7 @@ void express_lane_stopping(struct task_struct *p, bool runnable, struct task_ctx
 /* ---- Fair path: the policy, DSQs and pick (fair.bpf.c) ---- */
 extern const volatile bool fair_user_mode;
 extern volatile u64 slice_max_ns;
+extern volatile u64 vtime_now;
 s32 fair_init(void);
 void fair_note_wakeup(struct task_struct *p, u64 wake_flags);
 void fair_dispatch_idle(struct task_struct *p, u64 dsq_id, u64 enq_flags);
@@ -75,7 +76,6 @@ bool fair_kick_idle(const struct task_struct *p, u64 dsq);
 void fair_preempt_check(struct task_struct *p, s32 cpu, u64 dl, u32 idx);
 
 /* ---- Fair path through the userspace scheduler (usersched.bpf.c) ---- */
-extern volatile u64 vtime_now;
 s32 usersched_init(void);
 bool fair_enqueue_user(struct task_struct *p, u64 enq_flags);
 void fair_enqueue_fallback(struct task_struct *p, u64 enq_flags);

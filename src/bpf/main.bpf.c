@@ -274,6 +274,13 @@ void BPF_STRUCT_OPS(express_running, struct task_struct *p)
 	struct cpu_ctx *cc = cpu_ctx_of(scx_bpf_task_cpu(p));
 
 	fair_running(p, tctx, cc);
+	/*
+	 * In userspace mode a task it ordered moves its virtual time. Called
+	 * here, not from fair_running(), so that fair.bpf.c does not reach
+	 * into usersched.bpf.c, which builds on it.
+	 */
+	if (fair_user_mode && tctx && tctx->fair_dispatched)
+		usersched_running(p);
 	express_lane_running(tctx, cc);
 }
 
@@ -330,7 +337,11 @@ void BPF_STRUCT_OPS(express_cpu_release, s32 cpu, struct scx_cpu_release_args *a
 
 s32 BPF_STRUCT_OPS_SLEEPABLE(express_init)
 {
-	return fair_init();
+	s32 err = fair_init();
+
+	if (err || !fair_user_mode)
+		return err;
+	return usersched_init();
 }
 
 void BPF_STRUCT_OPS(express_exit, struct scx_exit_info *ei)
