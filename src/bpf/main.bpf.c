@@ -62,6 +62,29 @@
  *    dispatches the task itself, so a slow or stopped userspace scheduler
  *    delays tasks by a bounded time instead of stalling them. The scheduler's
  *    own threads and per-CPU kthreads never go through userspace.
+ *
+ * 7. Files
+ *
+ *    Each file uses only files listed before it (scripts/bpf-deps.sh
+ *    prints who uses whom and fails on a circle):
+ *
+ *    - stats.bpf.c: the counters (`stats`, `lane_stats`) and their helpers.
+ *    - ctx.bpf.c: the scheduler's per-task and per-CPU state (`task_ctxs`,
+ *      `cpu_ctxs`).
+ *    - classify.bpf.c: the task class and its uprobes (section 2).
+ *    - cpu_quality.bpf.c: per-CPU IRQ time and idle depth.
+ *    - budget.bpf.c: token buckets and class quotas (section 3).
+ *    - placement.bpf.c: the express lane (section 4).
+ *    - fair.bpf.c: the fair path's policy, DSQs and pick (section 5).
+ *    - usersched.bpf.c: fair.mode = "userspace" on top of fair.bpf.c's
+ *      DSQs (section 6).
+ *    - main.bpf.c: the sched_ext callbacks, which route each task to a
+ *      lane and call each file's hooks.
+ *
+ *    express.bpf.h declares what crosses files, grouped by the file that
+ *    defines it. trace.bpf.c is a separate object (`scx_express trace`):
+ *    it links with none of these and shares the classification code
+ *    (classify.bpf.h) and intf.h with them.
  */
 #include "express.bpf.h"
 
@@ -70,12 +93,11 @@ char _license[] SEC("license") = "GPL";
 /*
  * ---- Knobs: set from the config file before load ----
  * Each knob is defined in the file that reads it, next to the code it
- * steers, with what it does and its unit: fair.bpf.c (fair.*), usersched.bpf.c
- * (fair.rescue_ms, fair.requeue_preempted), placement.bpf.c (express.*,
- * classes.*.enabled), budget.bpf.c (classes.*: burst, rate, max_share),
- * cpu_quality.bpf.c (IRQ and idle-depth limits) and classify.bpf.c
- * (classify.*). fair.bpf.c's fair_user_mode and slice_max_ns are read here
- * too. The ones below are main.bpf.c's own.
+ * steers, with what it does and its unit: fair.bpf.c (fair.*, but
+ * fair.direct_idle, below), usersched.bpf.c (fair.rescue_ms, fair.requeue_preempted),
+ * placement.bpf.c (express.*, classes.*.enabled), budget.bpf.c (classes.*: burst, rate, max_share),
+ * cpu_quality.bpf.c (IRQ and idle-depth limits) and classify.bpf.c (classify.*). The ones below are
+ * main.bpf.c's own; fair.bpf.c's fair_user_mode and slice_max_ns are read here too.
  */
 
 /*
