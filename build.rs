@@ -11,6 +11,8 @@ fn main() {
         .expect("BPF build setup failed: set BPF_CLANG to clang >= 18 (e.g. /usr/bin/clang-19)")
         .enable_intf("src/bpf/intf.h", "bpf_intf.rs")
         .enable_skel("src/bpf/main.bpf.c", "bpf")
+        .add_source("src/bpf/stats.bpf.c")
+        .add_source("src/bpf/ctx.bpf.c")
         .add_source("src/bpf/classify.bpf.c")
         .add_source("src/bpf/budget.bpf.c")
         .add_source("src/bpf/cpu_quality.bpf.c")

@@ -57,6 +57,8 @@ cargo clippy --release --locked --workspace --all-targets -- -D warnings
 # BPF C: src/bpf/.clang-format. Shell: tests/vm/.shellcheckrc; the guest
 # scripts declare busybox sh (#!/bin/sh or a shell=sh directive).
 clang-format-19 --dry-run --Werror src/bpf/*.c src/bpf/*.h
+# No import circle between the BPF files (prints who uses whom).
+scripts/bpf-deps.sh
 shellcheck scripts/*.sh tests/vm/*.sh tests/vm/scenarios/*.sh tests/vm/repro/*.sh \
     tools/bench/vm/*.sh tools/bench/src/*.sh tools/bench/gpu/device/*.sh
 scripts/fn-length.sh

@@ -17,7 +17,18 @@
 
 #define CLASS_PERIOD_NS (100 * NSEC_PER_MSEC)
 
-/* Per class: express CPU time allowed per period, all CPUs together. */
+/*
+ * Per class (enum task_class), the token bucket: its capacity in ns of CPU
+ * time (classes.*.burst_ms, 0 to 10 s; 0 disables the lane) and its refill
+ * rate in parts per million of one CPU (classes.*.rate x 10^6, 0 to 10^6).
+ */
+KNOB u64 class_burst_ns[NR_CLASSES];
+KNOB u64 class_rate_ppm[NR_CLASSES];
+
+/*
+ * Per class: express CPU time allowed per CLASS_PERIOD_NS, all CPUs
+ * together, in ns (classes.*.max_share x CPUs x period).
+ */
 KNOB u64 class_quota_ns[NR_CLASSES];
 
 /* Per class: start of the current period and express time used in it. */

@@ -15,7 +15,7 @@
  * whole process in `proc_class`, consulted when a thread has no class.
  *
  * The scheduler itself keeps its per-task state (tokens) apart, in
- * `task_ctxs`, so that writers of the class never race with it.
+ * `task_ctxs` (ctx.bpf.c), so that writers of the class never race with it.
  */
 #include "express.bpf.h"
 
@@ -26,13 +26,6 @@ KNOB bool class_scope_process[NR_CLASSES];
 
 /* The task-class maps and the probe/marker rules, shared with trace.bpf.c. */
 #include "classify.bpf.h"
-
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct task_ctx);
-} task_ctxs SEC(".maps");
 
 /*
  * Processes that call exec(), for the library scanner (src/probes.rs).
@@ -56,16 +49,6 @@ int BPF_PROG(note_exec, struct task_struct *p, pid_t old_pid, struct linux_binpr
 	/* The scanner polls; no wakeup (an irq_work per exec) is needed. */
 	bpf_ringbuf_output(&exec_events, &tgid, sizeof(tgid), BPF_RB_NO_WAKEUP);
 	return 0;
-}
-
-__hidden struct task_ctx *task_ctx_get(struct task_struct *p)
-{
-	return bpf_task_storage_get(&task_ctxs, p, 0, 0);
-}
-
-__hidden struct task_ctx *task_ctx_create(struct task_struct *p)
-{
-	return bpf_task_storage_get(&task_ctxs, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 }
 
 __hidden u32 task_class_of(struct task_struct *p)

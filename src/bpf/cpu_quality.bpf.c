@@ -12,6 +12,9 @@
  * Userspace marks, per CPU, the first state whose exit latency (sysfs
  * cpuidle stateN/latency) exceeds the configured limit; a CPU at or past it
  * is deep-idle. Without a cpuidle driver nothing is deep.
+ *
+ * Both are kept in struct cpu_ctx (ctx.bpf.c), beside what the two lanes
+ * keep per CPU.
  */
 #include "express.bpf.h"
 
@@ -23,20 +26,6 @@ KNOB u32 irq_hot_pct = 10;
 KNOB u8 deep_idle_state[MAX_CPUS];
 /* LLC id of each CPU, from scx_utils' topology. */
 const volatile u32 cpu_llc[MAX_CPUS];
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, MAX_CPUS);
-	__type(key, u32);
-	__type(value, struct cpu_ctx);
-} cpu_ctxs SEC(".maps");
-
-__hidden struct cpu_ctx *cpu_ctx_of(s32 cpu)
-{
-	u32 key = cpu;
-
-	return bpf_map_lookup_elem(&cpu_ctxs, &key);
-}
 
 /* Account @ns of IRQ time on this CPU, rolling the window as needed. */
 static void add_irq_time(struct cpu_ctx *cc, u64 now, u64 ns)

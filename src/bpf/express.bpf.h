@@ -18,24 +18,23 @@
  * Knobs from the config file. KNOB ones live in their own data section,
  * which userspace writes before load and again on reload (SIGHUP), so they
  * change without a detach. Plain const volatile ones are fixed at load.
+ * Each is defined, with what it does and its unit, in the file that reads
+ * it; the few read by another file are declared with that file's functions.
  */
 #define KNOB SEC(".data.knobs") volatile
 
-extern const volatile bool fair_user_mode;
-extern volatile u64 slice_max_ns;
-extern volatile bool direct_idle;
-extern volatile bool class_enabled[NR_CLASSES];
-extern volatile u64 class_burst_ns[NR_CLASSES];
-extern volatile u64 class_rate_ppm[NR_CLASSES];
-extern volatile u64 express_slice_ns;
-
-/* ---- Stats (main.bpf.c) ---- */
+/* ---- Counters (stats.bpf.c) ---- */
 void stat_add(enum stat_idx idx, u64 val);
 void stat_inc(enum stat_idx idx);
+void lane_stat_add(u32 class, enum lane_stat_idx idx, u64 val);
+void lane_stat_inc(u32 class, enum lane_stat_idx idx);
 
-/* ---- Per-task context and class (classify.bpf.c) ---- */
+/* ---- The scheduler's per-task and per-CPU state (ctx.bpf.c) ---- */
 struct task_ctx *task_ctx_get(struct task_struct *p);
 struct task_ctx *task_ctx_create(struct task_struct *p);
+struct cpu_ctx *cpu_ctx_of(s32 cpu);
+
+/* ---- Task class (classify.bpf.c) ---- */
 u32 task_class_of(struct task_struct *p);
 
 /* ---- Budget: per-task token bucket (budget.bpf.c) ---- */
@@ -44,7 +43,6 @@ void budget_charge(struct task_ctx *tctx, u64 now);
 bool budget_extend(struct task_ctx *tctx, u32 class, u64 now);
 
 /* ---- CPU quality (cpu_quality.bpf.c) ---- */
-struct cpu_ctx *cpu_ctx_of(s32 cpu);
 bool cpu_irq_hot(s32 cpu, u64 now);
 bool cpu_deep_idle(s32 cpu);
 u32 cpu_llc_of(s32 cpu);
@@ -53,7 +51,6 @@ u32 cpu_llc_of(s32 cpu);
 /* express_lane_select_cpu() results besides a CPU id. */
 #define EXPRESS_NONE -1 /* not an express task now: normal path */
 #define EXPRESS_FAIR -2 /* express, but no good CPU: fair path */
-void lane_stat_inc(u32 class, enum lane_stat_idx idx);
 s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wake_flags);
 bool express_lane_enqueue(struct task_struct *p, u64 enq_flags);
 bool express_lane_keep(struct task_struct *prev);
@@ -62,6 +59,9 @@ void express_lane_stopping(struct task_struct *p, bool runnable, struct task_ctx
 			   struct cpu_ctx *cc);
 
 /* ---- Fair path: the policy, DSQs and pick (fair.bpf.c) ---- */
+extern const volatile bool fair_user_mode;
+extern volatile u64 slice_max_ns;
+extern volatile u64 vtime_now;
 s32 fair_init(void);
 void fair_note_wakeup(struct task_struct *p, u64 wake_flags);
 void fair_dispatch_idle(struct task_struct *p, u64 dsq_id, u64 enq_flags);
@@ -76,7 +76,6 @@ bool fair_kick_idle(const struct task_struct *p, u64 dsq);
 void fair_preempt_check(struct task_struct *p, s32 cpu, u64 dl, u32 idx);
 
 /* ---- Fair path through the userspace scheduler (usersched.bpf.c) ---- */
-extern volatile u64 vtime_now;
 s32 usersched_init(void);
 bool fair_enqueue_user(struct task_struct *p, u64 enq_flags);
 void fair_enqueue_fallback(struct task_struct *p, u64 enq_flags);

@@ -114,9 +114,6 @@ KNOB u64 slice_max_ns = 5 * NSEC_PER_MSEC;
 KNOB u64 slice_min_ns = 500 * NSEC_PER_USEC;
 KNOB u64 target_latency_ns = 20 * NSEC_PER_MSEC;
 
-/* Place a waking fair task directly on an idle CPU found by the kernel's picker. */
-KNOB bool direct_idle = true;
-
 /* A woken fair task may preempt a later-deadline one (section 5). */
 KNOB bool fair_wakeup_preempt = true;
 
@@ -128,6 +125,16 @@ volatile u64 fair_clock[NR_FAIR_CLOCKS];
 
 /* Per CPU: what to add to its pinned group's times to compare them with the shared clock. */
 volatile s64 pinned_offset[MAX_CPUS];
+
+/*
+ * The one clock of userspace mode, where all deadlines count on it: the
+ * front of the runnable tasks' deadlines (the earlier of the task last
+ * started and the shared DSQ's head), never going back. Userspace places
+ * waking and new tasks relative to it; usersched.bpf.c advances it
+ * (usersched_running()). Defined with the other clocks, which clock_read()
+ * picks from, so that this file needs nothing from usersched.bpf.c.
+ */
+volatile u64 vtime_now;
 
 /*
  * Section 7. A queued task waits at most about STARVE_NS + STARVE_SCAN_NS
@@ -670,8 +677,6 @@ __hidden void fair_running(struct task_struct *p, struct task_ctx *tctx, struct 
 			cc->curr_fair_lag = runnable_lag(p);
 		}
 	}
-	if (fair && fair_user_mode)
-		usersched_running(p);
 	if (tctx && tctx->fair_woken_ns)
 		fair_wakeup_latency(tctx);
 }
@@ -772,6 +777,9 @@ __hidden s32 fair_init(void)
 		scx_bpf_error("failed to create the shared DSQ: %d", err);
 		return err;
 	}
-	/* Userspace mode bounds waits its own way (rescue_ms, usersched.bpf.c). */
-	return fair_user_mode ? usersched_init() : starve_guard_init();
+	/*
+	 * Userspace mode bounds waits its own way (rescue_ms): ops.init()
+	 * starts usersched.bpf.c's timer instead.
+	 */
+	return fair_user_mode ? 0 : starve_guard_init();
 }

@@ -62,6 +62,29 @@
  *    dispatches the task itself, so a slow or stopped userspace scheduler
  *    delays tasks by a bounded time instead of stalling them. The scheduler's
  *    own threads and per-CPU kthreads never go through userspace.
+ *
+ * 7. Files
+ *
+ *    Each file uses only files listed before it (scripts/bpf-deps.sh
+ *    prints who uses whom and fails on a circle):
+ *
+ *    - stats.bpf.c: the counters (`stats`, `lane_stats`) and their helpers.
+ *    - ctx.bpf.c: the scheduler's per-task and per-CPU state (`task_ctxs`,
+ *      `cpu_ctxs`).
+ *    - classify.bpf.c: the task class and its uprobes (section 2).
+ *    - cpu_quality.bpf.c: per-CPU IRQ time and idle depth.
+ *    - budget.bpf.c: token buckets and class quotas (section 3).
+ *    - placement.bpf.c: the express lane (section 4).
+ *    - fair.bpf.c: the fair path's policy, DSQs and pick (section 5).
+ *    - usersched.bpf.c: fair.mode = "userspace" on top of fair.bpf.c's
+ *      DSQs (section 6).
+ *    - main.bpf.c: the sched_ext callbacks, which route each task to a
+ *      lane and call each file's hooks.
+ *
+ *    express.bpf.h declares what crosses files, grouped by the file that
+ *    defines it. trace.bpf.c is a separate object (`scx_express trace`):
+ *    it links with none of these and shares the classification code
+ *    (classify.bpf.h) and intf.h with them.
  */
 #include "express.bpf.h"
 
@@ -69,50 +92,30 @@ char _license[] SEC("license") = "GPL";
 
 /*
  * ---- Knobs: set from the config file before load ----
- * Each knob lives in the file that uses it: fair.bpf.c (fair.*),
- * usersched.bpf.c (fair.rescue_ms, fair.requeue_preempted), placement.bpf.c
- * and budget.bpf.c (express.*, classes.*), cpu_quality.bpf.c and
- * classify.bpf.c. These are the ones main.bpf.c itself reads.
+ * Each knob is defined in the file that reads it, next to the code it
+ * steers, with what it does and its unit: fair.bpf.c (fair.*, but
+ * fair.direct_idle, below), usersched.bpf.c (fair.rescue_ms, fair.requeue_preempted),
+ * placement.bpf.c (express.*, classes.*.enabled), budget.bpf.c (classes.*: burst, rate, max_share),
+ * cpu_quality.bpf.c (IRQ and idle-depth limits) and classify.bpf.c (classify.*). The ones below are
+ * main.bpf.c's own; fair.bpf.c's fair_user_mode and slice_max_ns are read here too.
  */
 
 /*
- * Our own process, in userspace mode: its threads are dispatched by BPF,
- * never through itself. In BPF mode it is an ordinary task.
+ * Our own process's tgid, in userspace mode: its threads are dispatched by
+ * BPF, never through itself. In BPF mode it is an ordinary task. Set by
+ * userspace before load; 0 matches no task.
  */
 const volatile u32 usersched_tgid;
 
-/* Per class: is the express lane on, bucket capacity, refill rate (ppm of a CPU). */
-KNOB bool class_enabled[NR_CLASSES];
-KNOB u64 class_burst_ns[NR_CLASSES];
-KNOB u64 class_rate_ppm[NR_CLASSES];
-
-/* Slice of an express dispatch. */
-KNOB u64 express_slice_ns = 2 * NSEC_PER_MSEC;
+/*
+ * fair.direct_idle: a waking fair task that the kernel's idle picker
+ * (previous CPU, then its LLC, then any) found an idle CPU for is
+ * dispatched there at once, skipping the fair DSQs; so is a pinned task
+ * waking on its idle CPU (express_enqueue()). Bool, on by default.
+ */
+KNOB bool direct_idle = true;
 
 UEI_DEFINE(uei);
-
-/* ---- Stats ---- */
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, NR_EXPRESS_STATS);
-	__type(key, u32);
-	__type(value, u64);
-} stats SEC(".maps");
-
-__hidden void stat_add(enum stat_idx idx, u64 val)
-{
-	u32 key = idx;
-	u64 *cnt = bpf_map_lookup_elem(&stats, &key);
-
-	if (cnt)
-		*cnt += val;
-}
-
-__hidden void stat_inc(enum stat_idx idx)
-{
-	stat_add(idx, 1);
-}
 
 /* ---- Who bypasses both lanes ---- */
 
@@ -293,6 +296,13 @@ void BPF_STRUCT_OPS(express_running, struct task_struct *p)
 	struct cpu_ctx *cc = cpu_ctx_of(scx_bpf_task_cpu(p));
 
 	fair_running(p, tctx, cc);
+	/*
+	 * In userspace mode a task it ordered moves its virtual time. Called
+	 * here, not from fair_running(), so that fair.bpf.c does not reach
+	 * into usersched.bpf.c, which builds on it.
+	 */
+	if (fair_user_mode && tctx && tctx->fair_dispatched)
+		usersched_running(p);
 	express_lane_running(tctx, cc);
 }
 
@@ -349,7 +359,11 @@ void BPF_STRUCT_OPS(express_cpu_release, s32 cpu, struct scx_cpu_release_args *a
 
 s32 BPF_STRUCT_OPS_SLEEPABLE(express_init)
 {
-	return fair_init();
+	s32 err = fair_init();
+
+	if (err || !fair_user_mode)
+		return err;
+	return usersched_init();
 }
 
 void BPF_STRUCT_OPS(express_exit, struct scx_exit_info *ei)

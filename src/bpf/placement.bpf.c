@@ -19,6 +19,19 @@
  */
 #include "express.bpf.h"
 
+/*
+ * classes.<class>.enabled, indexed by enum task_class: a task of a
+ * disabled class is an ordinary task. [CLASS_NORMAL] is never read.
+ */
+KNOB bool class_enabled[NR_CLASSES];
+
+/*
+ * express.slice_us, in ns: the slice of an express dispatch, and of each
+ * further slice it keeps the CPU for (express_lane_keep()). 100 us to
+ * 100 ms; 2 ms by default.
+ */
+KNOB u64 express_slice_ns = 2 * NSEC_PER_MSEC;
+
 /* May an express wakeup preempt a normal task when no idle CPU is good? */
 KNOB bool express_preempt = true;
 
@@ -29,31 +42,6 @@ KNOB bool express_preempt = true;
  * softirqs run on the sender's CPU) can make every CPU it uses IRQ-hot.
  */
 KNOB bool express_quiet_only = false;
-
-/* Per-class express-lane counters, class * NR_LANE_STATS + idx. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, NR_CLASSES * NR_LANE_STATS);
-	__type(key, u32);
-	__type(value, u64);
-} lane_stats SEC(".maps");
-
-static void lane_stat_add(u32 class, enum lane_stat_idx idx, u64 val)
-{
-	u32 key = class * NR_LANE_STATS + idx;
-	u64 *cnt;
-
-	if (class >= NR_CLASSES)
-		return;
-	cnt = bpf_map_lookup_elem(&lane_stats, &key);
-	if (cnt)
-		*cnt += val;
-}
-
-__hidden void lane_stat_inc(u32 class, enum lane_stat_idx idx)
-{
-	lane_stat_add(class, idx, 1);
-}
 
 /* The express class @p may use now, or CLASS_NORMAL. */
 static u32 express_class(struct task_struct *p, struct task_ctx **tctxp)

@@ -68,14 +68,6 @@ KNOB bool fair_requeue_preempted = true;
 /* In-flight sequence numbers: [tail + 1, head] are handed out. */
 volatile u64 inflight_head, inflight_tail;
 
-/*
- * The fair path's virtual time: the front of the runnable tasks' deadlines
- * (the earlier of the task last started and the shared DSQ's head), never
- * going back. Userspace places waking and new tasks relative to it; see
- * usersched_running().
- */
-volatile u64 vtime_now;
-
 /* Decisions userspace has submitted (written by userspace) and drained. */
 volatile u64 user_submitted, user_drained;
 
