@@ -5,12 +5,8 @@
 # shellcheck disable=SC2086
 set -u
 D=$(cd "$(dirname "$0")" && pwd)
-B=$D/scx_express
-W=$D/bench
-R=/tmp/r1
-mkdir -p $R
-exec > >(tee $OUT/run1.log) 2>&1
-ts() { echo "[$(date -u +%H:%M:%S)] $*"; }
+# shellcheck source=common.sh
+. "$D/common.sh" r1 run1
 ts "env"
 date -u; uname -r; nproc; nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
 python3 -c "import torch,triton;print('torch',torch.__version__,'cuda',torch.version.cuda,'triton',triton.__version__)"

@@ -5,12 +5,8 @@
 # shellcheck disable=SC2086
 set -u
 D=$(cd "$(dirname "$0")" && pwd)
-B=$D/scx_express
-W=$D/bench
-R=/tmp/r2
-mkdir -p $R
-exec > >(tee $OUT/run2.log) 2>&1
-ts() { echo "[$(date -u +%H:%M:%S)] $*"; }
+# shellcheck source=common.sh
+. "$D/common.sh" r2 run2
 ts "env"; date -u; uname -r; nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
 ldd $B | grep -q "not found" && export LD_LIBRARY_PATH=$D/lib
 $B --version

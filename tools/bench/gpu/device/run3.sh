@@ -6,12 +6,8 @@
 # shellcheck disable=SC2086
 set -u
 D=$(cd "$(dirname "$0")" && pwd)
-B=$D/scx_express
-W=$D/bench
-R=/tmp/r3
-mkdir -p $R
-exec > >(tee $OUT/run3.log) 2>&1
-ts() { echo "[$(date -u +%H:%M:%S)] $*"; }
+# shellcheck source=common.sh
+. "$D/common.sh" r3 run3
 ts "env"; date -u; uname -r; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 ldd $B | grep -q "not found" && export LD_LIBRARY_PATH=$D/lib
 
