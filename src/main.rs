@@ -175,9 +175,9 @@ fn protect_from_oom_killer() {
     }
 }
 
-/// Runs the scheduler, re-attaching when the kernel asks for a restart
-/// (it did on every CPU hotplug event before the BPF side implemented
-/// ops.cpu_online/cpu_offline; kept for any restart request).
+/// Runs the scheduler, re-attaching when the kernel asks for a restart:
+/// it does on every CPU hotplug event, since the BPF side leaves
+/// ops.cpu_online/cpu_offline out (src/bpf/main.bpf.c says why).
 fn run_scheduler(
     cli: &Cli,
     source: ConfigSource,
