@@ -3,13 +3,17 @@
 //!
 //! The running scheduler pins its class maps under [`PIN_DIR`] (root only).
 //! Writers address a thread through a pidfd, the key of BPF task storage.
+//!
+//! The rules run on discovery's scanner thread (discovery.rs), which
+//! imports this module; this one imports neither discovery.rs nor
+//! probes.rs. The /proc listings here (`threads_of`, `all_threads`) serve
+//! the rules, `mark` and `ps` first; discovery and `trace` borrow them,
+//! and living here keeps the imports one way.
 
 use std::collections::{HashMap, HashSet};
 use std::mem::size_of;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::Receiver;
-use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
@@ -17,7 +21,6 @@ use log::{debug, warn};
 
 use crate::bpf_intf::{self, task_class_info, task_ctx};
 use crate::config::{ClassName, Rule};
-use crate::probes::{Discovery, ExecEvents, LibraryScanner, ProbeSpec};
 
 /// Where the running scheduler pins its maps.
 pub const PIN_DIR: &str = "/sys/fs/bpf/scx_express";
@@ -414,178 +417,6 @@ impl RuleEngine {
     }
 }
 
-/// How long a new CUDA process has to get a gpu thread through the sync
-/// probes (always attached) before it is given a launch window.
-pub const NEW_PROCESS_GRACE: Duration = Duration::from_secs(1);
-
-/// Holds back the launch window asked for a new CUDA process. Most
-/// launchers sync within a token, and a sync probe hit classifies them; a
-/// window would only add launch-probe cost to the process's first second.
-/// Processes with no gpu thread when their grace ends get the window (a
-/// launcher that never syncs itself); the periodic windows catch the rest.
-#[derive(Debug, Default)]
-pub struct NewProcessGate {
-    pending: Vec<(u32, Instant)>,
-}
-
-impl NewProcessGate {
-    pub fn add(&mut self, pid: u32, now: Instant) {
-        if !self.pending.iter().any(|&(p, _)| p == pid) {
-            self.pending.push((pid, now + NEW_PROCESS_GRACE));
-        }
-    }
-
-    /// Processes whose grace has ended without a gpu thread.
-    /// `has_gpu_thread(pid)` is None for a process that is gone.
-    pub fn due(
-        &mut self,
-        now: Instant,
-        mut has_gpu_thread: impl FnMut(u32) -> Option<bool>,
-    ) -> Vec<u32> {
-        let mut due = Vec::new();
-        self.pending.retain(|&(pid, at)| {
-            if now < at {
-                return true;
-            }
-            match has_gpu_thread(pid) {
-                Some(false) => due.push(pid),
-                Some(true) => debug!("new CUDA process {pid}: classified by its syncs, no window"),
-                None => {}
-            }
-            false
-        });
-        due
-    }
-}
-
-/// Whether a thread of `pid` is gpu now; None if the process is gone.
-fn process_has_gpu_thread(map: &TaskMap, proc_root: &Path, pid: u32) -> Option<bool> {
-    let tids = threads_of(proc_root, pid as i32).ok()?;
-    let now = monotonic_ns();
-    Some(tids.iter().any(|&tid| {
-        map.class_info(tid)
-            .ok()
-            .flatten()
-            .is_some_and(|ci| effective_class(&ci, now) == ClassName::Gpu)
-    }))
-}
-
-/// The scheduler's `exec_events` ring buffer (classify.bpf.c), drained by
-/// the scanner on each pass.
-struct ExecRing {
-    ring: libbpf_rs::RingBuffer<'static>,
-    pids: std::rc::Rc<std::cell::RefCell<HashSet<u32>>>,
-}
-
-impl ExecRing {
-    fn new(map: &MapHandle) -> Result<Self> {
-        let pids: std::rc::Rc<std::cell::RefCell<HashSet<u32>>> = Default::default();
-        let sink = pids.clone();
-        let mut rb = libbpf_rs::RingBufferBuilder::new();
-        rb.add(map, move |data: &[u8]| {
-            if let Some(b) = data.get(..4) {
-                sink.borrow_mut()
-                    .insert(u32::from_ne_bytes(b.try_into().unwrap()));
-            }
-            0
-        })?;
-        Ok(Self {
-            ring: rb.build()?,
-            pids,
-        })
-    }
-}
-
-impl ExecEvents for ExecRing {
-    fn take(&mut self) -> HashSet<u32> {
-        if let Err(e) = self.ring.consume() {
-            debug!("exec events: {e}");
-        }
-        std::mem::take(&mut *self.pids.borrow_mut())
-    }
-}
-
-/// Runs library discovery and rules on one thread, so reading /proc never
-/// delays scheduling decisions. New libraries arrive on the channel.
-pub fn spawn_scanner(
-    spec: ProbeSpec,
-    mut rules: RuleEngine,
-    class_map: TaskMap,
-    exec_events: Option<MapHandle>,
-    interval: Duration,
-) -> Result<Receiver<Discovery>> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::Builder::new()
-        .name("express-scan".into())
-        .spawn(move || {
-            // A full rescan (for dlopen and marks) about every 2 s.
-            let full_every = (2000 / interval.as_millis().max(1) as u64).max(1);
-            let mut scanner = LibraryScanner::new(spec, full_every);
-            if let Some(map) = exec_events {
-                match ExecRing::new(&map) {
-                    Ok(ring) => scanner = scanner.with_exec_events(Box::new(ring)),
-                    // Listing /proc every pass finds the same processes.
-                    Err(e) => warn!("exec events unavailable, listing /proc every pass: {e:#}"),
-                }
-            }
-            let mut marks_applied: HashMap<i32, ClassName> = HashMap::new();
-            let proc_root = Path::new("/proc");
-            let mut gate = NewProcessGate::default();
-            loop {
-                let found = scanner.scan(proc_root);
-                let now = Instant::now();
-                for pid in found.new_processes {
-                    gate.add(pid, now);
-                }
-                let news = gate
-                    .due(now, |pid| {
-                        process_has_gpu_thread(&class_map, proc_root, pid)
-                    })
-                    .into_iter()
-                    .map(Discovery::NewProcess);
-                for msg in found
-                    .libraries
-                    .into_iter()
-                    .map(Discovery::Library)
-                    .chain(news)
-                {
-                    if tx.send(msg).is_err() {
-                        return;
-                    }
-                }
-                for (tid, class) in found.marks {
-                    if marks_applied.insert(tid, class) != Some(class) {
-                        match class_map.set_class(tid, class, Source::Marker) {
-                            Ok(_) => debug!("marker registry: {tid} -> {}", class.as_str()),
-                            Err(e) => debug!("marker registry: {tid}: {e:#}"),
-                        }
-                    }
-                }
-                rules.apply(&class_map, proc_root);
-                std::thread::sleep(interval);
-            }
-        })
-        .context("spawning the scanner thread")?;
-    Ok(rx)
-}
-
-/// Starts library discovery and rules for a task-class map, as configured;
-/// with `exec_events` (the scheduler's ring of processes that called
-/// exec()), new processes are learned from it (LibraryScanner).
-pub fn start_discovery(
-    cfg: &crate::config::ClassifyConfig,
-    task_class: MapHandle,
-    exec_events: Option<MapHandle>,
-) -> Result<Receiver<Discovery>> {
-    spawn_scanner(
-        ProbeSpec::from_config(cfg)?,
-        RuleEngine::new(&cfg.rules)?,
-        TaskMap::new(task_class),
-        exec_events,
-        Duration::from_millis(cfg.scan_interval_ms),
-    )
-}
-
 /// `scx_express mark`: sets (or clears) the class of threads.
 pub fn mark(
     pid: Option<i32>,
@@ -893,27 +724,5 @@ mod tests {
         assert!(any
             .matches_in(Path::new("/proc"))
             .contains(&(me, ClassName::Agent)));
-    }
-
-    #[test]
-    fn a_new_process_gets_a_window_only_if_its_syncs_did_not_classify_it() {
-        let t0 = Instant::now();
-        let mut gate = NewProcessGate::default();
-        gate.add(10, t0); // will sync: a gpu thread by the end of its grace
-        gate.add(11, t0); // launches only
-        gate.add(12, t0); // exits
-        gate.add(11, t0 + Duration::from_millis(500)); // seen twice: once
-        let never = |_| -> Option<bool> { panic!("asked before the grace ended") };
-        assert!(gate.due(t0 + NEW_PROCESS_GRACE / 2, never).is_empty());
-        let state = |pid| match pid {
-            10 => Some(true),
-            11 => Some(false),
-            _ => None,
-        };
-        assert_eq!(gate.due(t0 + NEW_PROCESS_GRACE, state), vec![11]);
-        assert!(
-            gate.due(t0 + 4 * NEW_PROCESS_GRACE, state).is_empty(),
-            "each process is decided once"
-        );
     }
 }

@@ -5,12 +5,16 @@
 //! Layout: `config` (typed TOML config), `preflight` (environment checks
 //! and error translation), `scheduler` (BPF load/attach and the userspace
 //! loop), `fair` (the fair path's pure policy), `stats` (scx_stats server
-//! and `--monitor`). The BPF side lives in `src/bpf/`, one file per concern.
+//! and `--monitor`), `discovery` (the scanner thread: libraries and
+//! processes to probe), `probes` (ELF symbols and the uprobes' lifetimes),
+//! `classify` (the task-class map, rules, `mark` and `ps`). The BPF side
+//! lives in `src/bpf/`, one file per concern.
 
 mod bpf_intf;
 mod bpf_skel;
 mod classify;
 mod config;
+mod discovery;
 mod fair;
 mod idle_guard;
 mod preflight;

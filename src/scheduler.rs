@@ -21,6 +21,7 @@ use crate::bpf_intf;
 use crate::bpf_skel::{BpfSkel, BpfSkelBuilder};
 use crate::classify::{self, Pins};
 use crate::config::{Config, ConfigSource, FairMode, Scope};
+use crate::discovery;
 use crate::fair::{Decision, FairParams, FairPolicy, Runnable};
 use crate::preflight;
 use crate::probes::{Attacher, ProbeKind, ProbeManager, ProbePoint, ProbeThread};
@@ -204,7 +205,7 @@ impl<'a> Scheduler<'a> {
             (classify::PIN_TASK_CTXS, &mut skel.maps.task_ctxs),
             (classify::PIN_PROC_CLASS, &mut skel.maps.proc_class),
         ])?;
-        let new_libraries = classify::start_discovery(
+        let new_libraries = discovery::start_discovery(
             &cfg.classify,
             libbpf_rs::MapHandle::try_from(&skel.maps.task_class)?,
             Some(libbpf_rs::MapHandle::try_from(&skel.maps.exec_events)?),

@@ -28,7 +28,7 @@ KNOB bool class_scope_process[NR_CLASSES];
 #include "classify.bpf.h"
 
 /*
- * Processes that call exec(), for the library scanner (src/probes.rs).
+ * Processes that call exec(), for the library scanner (src/discovery.rs).
  * Only these (and those that ran before the scheduler) can map a library
  * their parent did not: a fork shares its parent's mappings, and a
  * dlopen() grows the mapped size, which the scanner watches. So the

@@ -5,8 +5,8 @@
 //! CPU does to them: context switches, off-CPU time, IRQs, the cost of a
 //! preemption between two launches, and how long detection takes.
 //!
-//! Discovery and attachment are the scheduler's own (src/probes.rs); the
-//! analysis is pure and lives in report.rs.
+//! Discovery and attachment are the scheduler's own (src/discovery.rs,
+//! src/probes.rs); the analysis is pure and lives in report.rs.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -26,7 +26,8 @@ use log::{info, warn};
 use crate::bpf_intf;
 use crate::classify::{self, Source, TaskMap};
 use crate::config::{ClassName, Config, Scope};
-use crate::probes::{Attacher, Discovery, ProbeCounts, ProbeKind, ProbeManager, ProbePoint};
+use crate::discovery::{self, Discovery};
+use crate::probes::{Attacher, ProbeCounts, ProbeKind, ProbeManager, ProbePoint};
 use report::{Analyzer, Event, IrqRow, PointInfo, PointRow, Report, ThreadRow, WindowSim};
 use skel::{TraceProgs, TraceSkel, TraceSkelBuilder};
 
@@ -420,7 +421,7 @@ fn trace(
     shutdown: &AtomicBool,
 ) -> Result<Traced> {
     // No exec filter: the tracer has no exec tracepoint; it reads every new process.
-    let new_libraries = classify::start_discovery(
+    let new_libraries = discovery::start_discovery(
         &cfg.classify,
         libbpf_rs::MapHandle::try_from(&skel.maps.task_class)?,
         None,

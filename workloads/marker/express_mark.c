@@ -21,7 +21,8 @@
 
 #define EXPORT __attribute__((noinline, used, visibility("default")))
 
-/* Layout read by scx_express (src/probes.rs): keep in sync. */
+/* Layout read by scx_express (src/discovery.rs; the symbol name in
+ * src/probes.rs): keep in sync. */
 #define EXPRESS_MARK_MAGIC	0x4b52414d58505845ULL	/* "EXPXMARK" */
 #define EXPRESS_MARK_SLOTS	1024
 
