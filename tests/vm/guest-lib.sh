@@ -169,16 +169,20 @@ start_scx() {
 
 # stop_scx: SIGINT the scx_express started by start_scx; fail unless it
 # exits 0 and sched_ext returns to disabled.
-# stuck_dump WHY: what a hang needs: each CPU's current and queued tasks
-# (the kernel's sched debug file), the sched_ext state dump (sysrq D) and
+# stuck_dump WHY: what a hang needs: each CPU's run-queue length, current
+# and queued tasks (the kernel's sched debug file), the sched_ext state dump
+# (sysrq D: the kernel writes it only to its sched_ext_dump trace event) and
 # the kernel's last messages.
 stuck_dump() {
     echo "STUCK: $*"
     if [ -r /sys/kernel/debug/sched/debug ]; then
-        grep -E '^cpu#|  \.curr->pid|^runnable tasks|^ *[>RSD] ' /sys/kernel/debug/sched/debug | head -n 120
+        grep -E '^cpu#|  \.nr_running|  \.curr->pid|^runnable tasks|^ *[>RSD] ' /sys/kernel/debug/sched/debug | head -n 120
     fi
+    [ -e /sys/kernel/tracing/trace ] || mount -t tracefs none /sys/kernel/tracing 2>/dev/null
+    echo 1 >/sys/kernel/tracing/events/sched_ext/sched_ext_dump/enable 2>/dev/null
     echo D >/proc/sysrq-trigger 2>/dev/null
     sleep 1
+    grep -v '^#' /sys/kernel/tracing/trace 2>/dev/null | sed 's/^.*sched_ext_dump: //' | tail -n 80
     dmesg -s 1048576 | tail -n 200
 }
 

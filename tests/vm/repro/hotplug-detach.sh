@@ -15,15 +15,9 @@
 # shellcheck source=../guest-lib.sh
 . /lib/vmtest/guest-lib.sh
 CPU1=/sys/devices/system/cpu/cpu1/online
-# The run queues, then sched_ext's own dump (per-CPU flags, DSQs, each
-# task's state), which sysrq-D writes to the trace buffer.
+# The run queues and sched_ext's own dump (guest-lib.sh), then give up.
 dump() {
-  echo "PROBE STUCK: $*"
-  grep -E '^cpu#|  \.nr_running|  \.curr->pid|^ *[RD] ' /sys/kernel/debug/sched/debug | head -40
-  echo D >/proc/sysrq-trigger; sleep 2
-  [ -e /sys/kernel/tracing/trace ] || mount -t tracefs none /sys/kernel/tracing
-  grep -v '^#' /sys/kernel/tracing/trace | sed 's/^.*sched_ext_dump: //' | tail -n 80
-  dmesg -s 1048576 | grep -v -E '^\[ *[0-9]{1,2}\.' | tail -n 60
+  stuck_dump "$*" | sed '1s/^/PROBE /'
   exit 1
 }
 # A shell stuck on CPU 1 never dumps: a watcher on CPU 0 does it when the
