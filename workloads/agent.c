@@ -550,7 +550,9 @@ int main(int argc, char **argv)
 	port = opt.port;
 
 	if (opt.tool_exec) {
-		/* No server: each step forks the tool (step_exec). */
+		/* No server: each step forks the tool (step_exec), whose
+		 * path is resolved here, not in every child. */
+		tool_path();
 		if (pthread_create(&at, NULL, agent_main, (void *)(intptr_t)-1))
 			die("pthread_create");
 		pthread_join(at, NULL);

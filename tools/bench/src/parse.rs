@@ -611,6 +611,30 @@ pub mod tests {
     }
 
     #[test]
+    fn agent_exec_cells_are_agent_cells_with_spawn_times() {
+        let out = AGENT.replace("\"tail_cdf\"", "\"tool\":\"exec\",\"tool_spawn_p50_us\":2900.5,\"tool_spawn_p99_us\":9000,\"tail_cdf\"");
+        let lane1 = "fair_wakeups 5\nclasses.agent.prev 7\nclasses.gpu.prev 100";
+        let t = cell_text(
+            "express",
+            "baseline",
+            "agent-exec",
+            1,
+            &[
+                ("workload.out", &out),
+                ("lane0.txt", "fair_wakeups 1"),
+                ("lane1.txt", lane1),
+            ],
+        );
+        let m = measure(&split_cell(&t).unwrap());
+        assert!(m.errors.is_empty(), "{:?}", m.errors);
+        assert_eq!(m.metrics["tail_p99_us"], 900.0);
+        assert_eq!(m.metrics["tool_spawn_p50_us"], 2900.5);
+        assert_eq!(m.tail_cdf.len(), 3);
+        // Its lane counters are the agent class's.
+        assert_eq!(m.metrics["lane_prev"], 7.0);
+    }
+
+    #[test]
     fn cyclictest_percentiles_count_overflows_as_max() {
         let mut m = BTreeMap::new();
         cyclictest(CYC, &mut m).unwrap();

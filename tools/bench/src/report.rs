@@ -633,8 +633,8 @@ fn lane_table(r: &Results) -> String {
         return String::new();
     }
     let mut md = "### The express lane during scx_express's cells\n\n\
-                  Counters of the workload's class (`gpu` for decode and mixed, `agent` \
-                  for agent) over each cell, median of the repeats; the fair-path column \
+                  Counters of the workload's class (`gpu` for decode, mixed and scale, `agent` \
+                  for agent and agent-exec) over each cell, median of the repeats; the fair-path column \
                   is machine-wide. From `scx_express stats` before and after the \
                   workload; `scx_express --help-stats` explains each.\n\n"
         .to_string();
