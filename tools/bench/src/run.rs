@@ -674,6 +674,31 @@ mod tests {
     }
 
     #[test]
+    fn the_bundle_carries_the_scale_plan() {
+        let a = crate::BenchArgs {
+            workloads: Some(vec![crate::Workload::Scale]),
+            ..crate::test_args(crate::Preset::Scale)
+        };
+        let plan = Plan::from_args(&a, Path::new("c.toml"), "x".into()).unwrap();
+        let c = Context {
+            repo: PathBuf::from("/r"),
+            plan,
+            express_config: PathBuf::from("c.toml"),
+            scx_bin: None,
+            peer_bins: BTreeMap::new(),
+        };
+        let env = c.bundle_env();
+        assert!(env.contains("export BENCH_WORKLOADS='scale'"), "{env}");
+        assert!(
+            env.contains("export BENCH_SCENARIOS='baseline+cpu4x'"),
+            "{env}"
+        );
+        // The launchers follow the guest's vCPUs (guest.sh: n/2 of
+        // nproc), not the plan: the header sets no count.
+        assert!(!c.scenario(None).contains("BENCH_LAUNCHERS"));
+    }
+
+    #[test]
     fn glibc_is_left_out() {
         assert!(is_glibc("libc.so.6"));
         assert!(is_glibc("ld-linux-x86-64.so.2"));
