@@ -16,6 +16,13 @@
  * in reality; --threads runs it as a thread of this process instead;
  * --server-only / --client-only --port P run one side.
  *
+ * --tool exec: no server; each step's tool call is a short subprocess, a
+ * fork + exec of build/tool (tool.c), which reads a file, waits the reply
+ * delay and writes the same struct reply to a pipe. The local tail has the
+ * same definition (reply read - send time, now the tool's); the step also
+ * pays the exec, the tool's page faults and file I/O, reported as
+ * "tool_spawn_*_us" (fork to the reply's send time, the delay included).
+ *
  * Output: "agent_tid=<tid>" and, in fork mode, "tool_server_pid=<pid>"
  * first (flushed), then key=value lines, or with
  * --json a single JSON object on the last line.
@@ -33,6 +40,9 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -42,25 +52,11 @@ struct request {
 	uint64_t delay_us;		/* server sleeps this long, then replies */
 };
 
-/* What one write of a reply cost the server: its share of the local tail. */
-struct write_cost {
-	uint64_t ns;			/* wall time */
-	uint64_t cpu_ns;		/* the server thread's CPU time in it */
-	uint32_t nvcsw;			/* voluntary context switches (blocked) */
-	uint32_t nivcsw;		/* involuntary ones (preempted) */
-};
-
-struct reply {
-	uint64_t seq;
-	uint64_t send_ns;		/* server CLOCK_MONOTONIC, before write */
-	struct write_cost prev_write;	/* the previous reply's write */
-};
-
 static struct {
 	unsigned long long steps, warmup, reply_delay_us, burst_iters, port;
 	double duration;
-	bool json, cdf, threads, server_only, client_only;
-	const char *go_file;
+	bool json, cdf, threads, server_only, client_only, tool_exec;
+	const char *go_file, *tool_path, *tool_file;
 } opt = {
 	.warmup = 20, .reply_delay_us = 2000,
 	.burst_iters = 125000,		/* ~200 us at ~1.6 ns/iter */
@@ -82,6 +78,10 @@ static void usage(int rc)
 "  --server-only        only serve (prints server_port=P); runs until killed\n"
 "  --client-only        only the agent; needs --port\n"
 "  --port P             port (default: ephemeral)\n"
+"  --tool socket|exec   tool call: the loopback server (default) or a\n"
+"                       fork + exec of the tool program per step\n"
+"  --tool-path PATH     with exec: the tool (default: tool beside agent)\n"
+"  --tool-file PATH     with exec: the file it reads (default: itself)\n"
 "  --go-file PATH       after printing the ids, wait (up to 60 s) until PATH\n"
 "                       exists before the warmup: time to classify them\n"
 "  --json               JSON report (last line of stdout)\n"
@@ -93,7 +93,8 @@ static void usage(int rc)
 static void parse_args(int argc, char **argv)
 {
 	enum { O_STEPS = 256, O_DURATION, O_WARMUP, O_DELAY, O_BURST, O_THREADS,
-	       O_SERVER, O_CLIENT, O_PORT, O_JSON, O_CDF, O_GO };
+	       O_SERVER, O_CLIENT, O_PORT, O_JSON, O_CDF, O_GO, O_TOOL,
+	       O_TOOL_PATH, O_TOOL_FILE };
 	static const struct option lopts[] = {
 		{ "steps", 1, 0, O_STEPS }, { "duration", 1, 0, O_DURATION },
 		{ "warmup", 1, 0, O_WARMUP },
@@ -103,7 +104,9 @@ static void parse_args(int argc, char **argv)
 		{ "server-only", 0, 0, O_SERVER },
 		{ "client-only", 0, 0, O_CLIENT }, { "port", 1, 0, O_PORT },
 		{ "json", 0, 0, O_JSON }, { "cdf", 0, 0, O_CDF },
-		{ "go-file", 1, 0, O_GO },
+		{ "go-file", 1, 0, O_GO }, { "tool", 1, 0, O_TOOL },
+		{ "tool-path", 1, 0, O_TOOL_PATH },
+		{ "tool-file", 1, 0, O_TOOL_FILE },
 		{ "help", 0, 0, 'h' }, { 0 },
 	};
 	int c, li = 0;
@@ -124,13 +127,21 @@ static void parse_args(int argc, char **argv)
 		case O_JSON: opt.json = true; break;
 		case O_CDF: opt.cdf = true; break;
 		case O_GO: opt.go_file = optarg; break;
+		case O_TOOL:
+			if (strcmp(optarg, "exec") && strcmp(optarg, "socket"))
+				usage(2);
+			opt.tool_exec = !strcmp(optarg, "exec");
+			break;
+		case O_TOOL_PATH: opt.tool_path = optarg; break;
+		case O_TOOL_FILE: opt.tool_file = optarg; break;
 		case 'h': usage(0); break;
 		default: usage(2);
 		}
 	}
 	if (optind != argc || opt.port > 65535 ||
 	    (opt.server_only && opt.client_only) ||
-	    (opt.client_only && !opt.port))
+	    (opt.client_only && !opt.port) ||
+	    (opt.tool_exec && (opt.threads || opt.server_only || opt.client_only)))
 		usage(2);
 	if (!opt.steps && opt.duration <= 0)
 		opt.steps = 1000;
@@ -140,35 +151,6 @@ static void die(const char *what)
 {
 	perror(what);
 	exit(1);
-}
-
-/* Exactly n bytes, or false on EOF/error. */
-static bool read_full(int fd, void *buf, size_t n)
-{
-	for (size_t got = 0; got < n;) {
-		ssize_t r = read(fd, (char *)buf + got, n - got);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return false;
-		got += r;
-	}
-	return true;
-}
-
-static bool write_full(int fd, const void *buf, size_t n)
-{
-	for (size_t done = 0; done < n;) {
-		ssize_t r = write(fd, (const char *)buf + done, n - done);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return false;
-		done += r;
-	}
-	return true;
 }
 
 static void set_nodelay(int fd)
@@ -278,33 +260,123 @@ struct step_times {
 	 */
 	uint64_t burst;
 	struct write_cost prev_write;	/* the server's write of the step before */
+	uint64_t spawn;			/* --tool exec: fork to the reply's send */
 };
 
-/* One agent step; returns false if the server went away. */
-static bool step(int fd, int ep, uint64_t seq, struct step_times *t)
+/* The think step after a reply read at t_recv. */
+static void think(uint64_t seq, uint64_t t_send, uint64_t t_recv,
+		  const struct reply *r, struct step_times *t)
 {
-	struct request q = { .seq = seq, .delay_us = opt.reply_delay_us };
+	uint64_t cpu0;
+
+	t->tail = t_recv > r->send_ns ? t_recv - r->send_ns : 0;
+	t->rtt = t_recv - t_send;
+	t->prev_write = r->prev_write;
+	cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	sink = spin_iters(opt.burst_iters, seq);	/* "think" */
+	t->burst = clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+}
+
+static void wait_readable(int ep)
+{
 	struct epoll_event ev;
-	struct reply r;
-	uint64_t t_send = now_ns(), t_recv, cpu0;
 	int n;
 
-	if (!write_full(fd, &q, sizeof(q)))
-		return false;
 	do
 		n = epoll_wait(ep, &ev, 1, -1);
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
 		die("epoll_wait");
+}
+
+/* The tool program: --tool-path, else "tool" beside this executable. */
+static const char *tool_path(void)
+{
+	static char path[PATH_MAX];
+	char self[PATH_MAX];
+	ssize_t n;
+
+	if (opt.tool_path)
+		return opt.tool_path;
+	if (!path[0]) {
+		n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+		if (n <= 0)
+			die("readlink /proc/self/exe");
+		self[n] = 0;
+		snprintf(path, sizeof(path), "%s/tool", dirname(self));
+	}
+	return path;
+}
+
+/*
+ * One --tool exec step: fork + exec the tool with its stdout on a pipe,
+ * wait for the reply as the socket step does, then reap it. The tool's
+ * write cost comes after the reply (it knows it only then) and is kept
+ * for the next step, as the server sends the previous write's.
+ */
+static bool step_exec(int ep, uint64_t seq, struct step_times *t)
+{
+	static struct write_cost last;
+	struct epoll_event ev = { .events = EPOLLIN };
+	char seq_s[32], delay_s[32];
+	uint64_t t_send, t_recv;
+	struct write_cost w;
+	struct reply r;
+	int p[2], st;
+	pid_t pid;
+
+	snprintf(seq_s, sizeof(seq_s), "%llu", (unsigned long long)seq);
+	snprintf(delay_s, sizeof(delay_s), "%llu", opt.reply_delay_us);
+	if (pipe2(p, O_CLOEXEC))
+		die("pipe2");
+	t_send = now_ns();
+	pid = fork();
+	if (pid < 0)
+		die("fork");
+	if (pid == 0) {
+		dup2(p[1], 1);
+		execl(tool_path(), "tool", "--seq", seq_s, "--delay-us", delay_s,
+		      "--file", opt.tool_file ? opt.tool_file : tool_path(),
+		      (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	ev.data.fd = p[0];
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev))
+		die("epoll_ctl");
+	wait_readable(ep);
+	if (!read_full(p[0], &r, sizeof(r)) || r.seq != seq)
+		return false;
+	t_recv = now_ns();
+	r.prev_write = last;
+	think(seq, t_send, t_recv, &r, t);
+	t->spawn = r.send_ns > t_send ? r.send_ns - t_send : 0;
+	if (!read_full(p[0], &w, sizeof(w)))
+		return false;
+	last = w;
+	close(p[0]);		/* also leaves the epoll set */
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
+		return false;
+	return true;
+}
+
+/* One agent step; returns false if the server (or tool) went away. */
+static bool step(int fd, int ep, uint64_t seq, struct step_times *t)
+{
+	struct request q = { .seq = seq, .delay_us = opt.reply_delay_us };
+	struct reply r;
+	uint64_t t_send, t_recv;
+
+	if (opt.tool_exec)
+		return step_exec(ep, seq, t);
+	t_send = now_ns();
+	if (!write_full(fd, &q, sizeof(q)))
+		return false;
+	wait_readable(ep);
 	if (!read_full(fd, &r, sizeof(r)) || r.seq != seq)
 		return false;
 	t_recv = now_ns();
-	t->tail = t_recv > r.send_ns ? t_recv - r.send_ns : 0;
-	t->rtt = t_recv - t_send;
-	t->prev_write = r.prev_write;
-	cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
-	sink = spin_iters(opt.burst_iters, seq);	/* "think" */
-	t->burst = clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+	think(seq, t_send, t_recv, &r, t);
 	return true;
 }
 
@@ -321,7 +393,7 @@ struct slow {
 
 static void report(const struct samples *tail, const struct samples *rtt,
 		   const struct samples *burst, const struct samples *wr,
-		   const struct slow *slow, double secs, pid_t tid, const struct rusage *r0,
+		   const struct samples *spawn, const struct slow *slow, double secs, pid_t tid, const struct rusage *r0,
 		   const struct rusage *r1)
 {
 	double sps = secs > 0 ? tail->n / secs : 0;
@@ -365,6 +437,12 @@ static void report(const struct samples *tail, const struct samples *rtt,
 	       samples_pct_us(wr, 0.50), samples_pct_us(wr, 0.99),
 	       slow->over_1ms, slow->server, slow->server_off_cpu,
 	       slow->server_blocked, slow->server_preempted);
+	if (opt.tool_exec)
+		printf(opt.json ? ",\"tool\":\"exec\",\"tool_spawn_p50_us\":%.1f,"
+				  "\"tool_spawn_p99_us\":%.1f" :
+				  "tool=exec\ntool_spawn_p50_us=%.1f\n"
+				  "tool_spawn_p99_us=%.1f\n",
+		       samples_pct_us(spawn, 0.50), samples_pct_us(spawn, 0.99));
 	if (opt.json) {
 		if (opt.cdf) {
 			/* Denser towards the tail, where schedulers differ. */
@@ -386,32 +464,12 @@ static void report(const struct samples *tail, const struct samples *rtt,
 	fflush(stdout);
 }
 
-/*
- * --go-file: hold the first step until the caller has classified the
- * threads just printed. Otherwise the first steps of the measurement would
- * run before a scheduler knows them (a `scx_express mark` takes most of a
- * second under an emulator).
- */
-static void wait_for_go(void)
-{
-	uint64_t deadline = now_ns() + 60ULL * 1000000000ULL;
-
-	if (!opt.go_file)
-		return;
-	while (access(opt.go_file, F_OK)) {
-		if (now_ns() > deadline) {
-			fprintf(stderr, "agent: no %s after 60 s\n", opt.go_file);
-			exit(1);
-		}
-		sleep_ns(5 * 1000000ULL);
-	}
-}
-
 static void *agent_main(void *arg)
 {
 	int fd = (int)(intptr_t)arg, ep = epoll_create1(EPOLL_CLOEXEC);
 	struct epoll_event ev = { .events = EPOLLIN };
 	struct samples tail = { 0 }, rtt = { 0 }, burst = { 0 }, wr = { 0 };
+	struct samples spawn = { 0 };
 	struct slow slow = { 0 };
 	struct step_times st;
 	struct rusage r0, r1;
@@ -423,9 +481,10 @@ static void *agent_main(void *arg)
 	if (server_pid > 0)
 		printf("tool_server_pid=%d\n", (int)server_pid);
 	fflush(stdout);
-	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev))
+	if (ep < 0 || (fd >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev)))
 		die("epoll");
-	wait_for_go();
+	/* Hold the first step until the caller has classified us. */
+	wait_for_file(opt.go_file, "agent");
 
 	for (unsigned long long i = 0; i < opt.warmup; i++)
 		if (!step(fd, ep, seq++, &st))
@@ -440,6 +499,8 @@ static void *agent_main(void *arg)
 		samples_add(&tail, st.tail);
 		samples_add(&rtt, st.rtt);
 		samples_add(&burst, st.burst);
+		if (opt.tool_exec)
+			samples_add(&spawn, st.spawn);
 		/* This reply says how long the last one's write took. */
 		if (last_tail) {
 			samples_add(&wr, st.prev_write.ns);
@@ -464,11 +525,13 @@ static void *agent_main(void *arg)
 	samples_sort(&rtt);
 	samples_sort(&burst);
 	samples_sort(&wr);
-	report(&tail, &rtt, &burst, &wr, &slow, (t1 - t0) / 1e9, tid, &r0, &r1);
+	samples_sort(&spawn);
+	report(&tail, &rtt, &burst, &wr, &spawn, &slow, (t1 - t0) / 1e9, tid, &r0, &r1);
 	free(tail.v);
 	free(rtt.v);
 	free(burst.v);
 	free(wr.v);
+	free(spawn.v);
 	close(ep);
 	return NULL;
 lost:
@@ -486,6 +549,15 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	port = opt.port;
 
+	if (opt.tool_exec) {
+		/* No server: each step forks the tool (step_exec), whose
+		 * path is resolved here, not in every child. */
+		tool_path();
+		if (pthread_create(&at, NULL, agent_main, (void *)(intptr_t)-1))
+			die("pthread_create");
+		pthread_join(at, NULL);
+		return 0;
+	}
 	if (!opt.client_only) {
 		lfd = listen_loopback(port, &port);
 		if (opt.server_only) {

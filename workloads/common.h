@@ -12,11 +12,13 @@
 #define EXPRESS_WORKLOADS_COMMON_H
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Run n iterations of CPU work; returns a value the caller should consume. */
 static inline uint64_t spin_iters(uint64_t n, uint64_t seed)
@@ -142,6 +144,74 @@ static inline double parse_double(const char *opt, const char *s)
 		exit(2);
 	}
 	return v;
+}
+
+/*
+ * --go-file PATH: wait (up to 60 s) until PATH exists, so that the caller
+ * can classify the threads just printed before the measurement starts (a
+ * `scx_express mark` takes most of a second under an emulator, and the
+ * bench starts several workloads at once). NULL: no wait.
+ */
+static inline void wait_for_file(const char *path, const char *who)
+{
+	uint64_t deadline = now_ns() + 60ULL * 1000000000ULL;
+
+	if (!path)
+		return;
+	while (access(path, F_OK)) {
+		if (now_ns() > deadline) {
+			fprintf(stderr, "%s: no %s after 60 s\n", who, path);
+			exit(1);
+		}
+		sleep_ns(5 * 1000000ULL);
+	}
+}
+
+/*
+ * The agent stand-in's tool reply (agent.c; tool.c sends the same over a
+ * pipe): what one write of a reply cost the sender, its share of the
+ * local tail.
+ */
+struct write_cost {
+	uint64_t ns;			/* wall time */
+	uint64_t cpu_ns;		/* the sending thread's CPU time in it */
+	uint32_t nvcsw;			/* voluntary context switches (blocked) */
+	uint32_t nivcsw;		/* involuntary ones (preempted) */
+};
+
+struct reply {
+	uint64_t seq;
+	uint64_t send_ns;		/* sender's CLOCK_MONOTONIC, before write */
+	struct write_cost prev_write;	/* the previous reply's write */
+};
+
+/* Exactly n bytes, or false on EOF/error. */
+static inline bool read_full(int fd, void *buf, size_t n)
+{
+	for (size_t got = 0; got < n;) {
+		ssize_t r = read(fd, (char *)buf + got, n - got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return false;
+		got += r;
+	}
+	return true;
+}
+
+static inline bool write_full(int fd, const void *buf, size_t n)
+{
+	for (size_t done = 0; done < n;) {
+		ssize_t r = write(fd, (const char *)buf + done, n - done);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return false;
+		done += r;
+	}
+	return true;
 }
 
 #endif

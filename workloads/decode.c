@@ -89,7 +89,7 @@ static const struct api apis[] = {
 static struct {
 	unsigned long long tokens, warmup, launches, helpers, dlopen_delay_ms;
 	double duration, idle_after, linger;
-	const char *launcher_name, *launch_name, *sync_name, *lib;
+	const char *launcher_name, *launch_name, *sync_name, *lib, *go_file;
 	bool json, dlopen;
 } opt = {
 	.warmup = 10, .launches = 100, .launcher_name = "launcher",
@@ -129,6 +129,8 @@ static void usage(int rc)
 "  --lib PATH            library to dlopen (default libcuda.so.1)\n"
 "  --idle-after S        stop launching after S seconds ...\n"
 "  --linger S            ... then keep the launcher alive, asleep, S seconds\n"
+"  --go-file PATH        after printing launcher_tid, wait (up to 60 s)\n"
+"                        until PATH exists before the first launch\n"
 "  --json                JSON report (last line of stdout)\n"
 "env: FAKECUDA_LAUNCH_ITERS, FAKECUDA_KERNEL_US, FAKECUDA_GRAPH_NODES\n");
 	exit(rc);
@@ -148,7 +150,7 @@ static void parse_args(int argc, char **argv)
 {
 	enum { O_TOKENS = 256, O_DURATION, O_WARMUP, O_LAUNCHES, O_HELPERS,
 	       O_LNAME, O_LFN, O_SFN, O_DLOPEN, O_DELAY, O_LIB, O_IDLE,
-	       O_LINGER, O_JSON };
+	       O_LINGER, O_JSON, O_GO };
 	static const struct option lopts[] = {
 		{ "tokens", 1, 0, O_TOKENS }, { "duration", 1, 0, O_DURATION },
 		{ "warmup", 1, 0, O_WARMUP }, { "launches", 1, 0, O_LAUNCHES },
@@ -158,7 +160,8 @@ static void parse_args(int argc, char **argv)
 		{ "dlopen", 0, 0, O_DLOPEN },
 		{ "dlopen-delay-ms", 1, 0, O_DELAY }, { "lib", 1, 0, O_LIB },
 		{ "idle-after", 1, 0, O_IDLE }, { "linger", 1, 0, O_LINGER },
-		{ "json", 0, 0, O_JSON }, { "help", 0, 0, 'h' }, { 0 },
+		{ "json", 0, 0, O_JSON }, { "go-file", 1, 0, O_GO },
+		{ "help", 0, 0, 'h' }, { 0 },
 	};
 	int c, li = 0;
 
@@ -180,6 +183,7 @@ static void parse_args(int argc, char **argv)
 		case O_IDLE: opt.idle_after = parse_double(n, optarg); break;
 		case O_LINGER: opt.linger = parse_double(n, optarg); break;
 		case O_JSON: opt.json = true; break;
+		case O_GO: opt.go_file = optarg; break;
 		case 'h': usage(0); break;
 		default: usage(2);
 		}
@@ -407,6 +411,8 @@ static void *launcher_main(void *arg)
 	pthread_setname_np(pthread_self(), opt.launcher_name);
 	printf("launcher_tid=%d\n", tid);
 	fflush(stdout);
+	/* Start with the bench's other workloads (the scale cell). */
+	wait_for_file(opt.go_file, "decode");
 
 	setup_cuda();
 	for (unsigned long long i = 0; i < opt.warmup; i++)

@@ -205,16 +205,48 @@ run_workload() {
     # before it starts or after it ends, so 1.1 s after it ends they are
     # exact for that class.
     [ "$S" != express ] || scx_express stats --flat >"$2/lane0.txt" 2>&1
+    if [ "$1" = scale ]; then
+        run_scale "$2"
+    else
+        run_one "$1" "$2"
+    fi
+    _rc=$?
+    if [ "$S" = express ]; then
+        sleep 1.1
+        scx_express stats --flat >"$2/lane1.txt" 2>&1
+    fi
+    return "$_rc"
+}
+
+# mark_agent OUT TIDFILE MARKLOG: under express, mark the agent loop whose
+# ids OUT prints and its tool-server process (agent loops are opt-in:
+# markers, rules or mark), the processes eevdf-nice's `nice` covers; the
+# loop's tid goes to TIDFILE.
+mark_agent() {
+    tid=$(line_value "$1" agent_tid 10) || return 0
+    echo "$tid" >"$2"
+    scx_express mark --tid "$tid" --class agent >>"$3" 2>&1
+    if srv=$(line_value "$1" tool_server_pid 1); then
+        scx_express mark --pid "$srv" --class agent >>"$3" 2>&1
+    fi
+}
+
+# run_one WORKLOAD DIR: one workload process (and its classification).
+run_one() {
     case $1 in
     decode) wrap "$W/decode" --duration "$D" --json >"$2/workload.out" 2>"$2/workload.err" & ;;
     mixed) wrap "$W/decode" --duration "$D" --helpers "$BENCH_HELPERS" --json \
         >"$2/workload.out" 2>"$2/workload.err" & ;;
-    agent)
+    agent | agent-exec)
         rm -f "$2/go"
+        # A subprocess step takes 10-100x a socket one under TCG (fork,
+        # exec, faults): 20 warmup steps, not 200, keep it in its time limit.
+        tool='socket' warm=200
+        [ "$1" = agent ] || tool='exec' warm=20
         # It waits for the go file after printing its ids: the steps it
         # measures all run with its threads classified (below).
-        wrap "$W/agent" --duration "$D" --warmup 200 --json --cdf --go-file "$2/go" \
-            >"$2/workload.out" 2>"$2/workload.err" &
+        wrap "$W/agent" --tool "$tool" --duration "$D" --warmup "$warm" --json --cdf \
+            --go-file "$2/go" >"$2/workload.out" 2>"$2/workload.err" &
         ;;
     wakeup)
         # SCHED_OTHER unless the fifo variant: cyclictest sets its thread's
@@ -242,28 +274,79 @@ run_workload() {
                 fi
             fi
             ;;
-        agent)
-            # Agent loops are opt-in (markers, rules or mark): mark the loop
-            # and its tool server, the processes eevdf-nice's `nice` covers.
-            if tid=$(line_value "$2/workload.out" agent_tid 10); then
-                echo "$tid" >"$2/tid"
-                scx_express mark --tid "$tid" --class agent >"$2/mark.txt" 2>&1
-                if srv=$(line_value "$2/workload.out" tool_server_pid 1); then
-                    scx_express mark --pid "$srv" --class agent >>"$2/mark.txt" 2>&1
-                fi
-                scx_express ps >"$2/ps.txt" 2>&1
-            fi
+        agent | agent-exec)
+            # agent-exec has no server; its tools are forked by the loop.
+            mark_agent "$2/workload.out" "$2/tid" "$2/mark.txt"
+            [ ! -f "$2/tid" ] || scx_express ps >"$2/ps.txt" 2>&1
             ;;
         esac
     fi
-    [ "$1" != agent ] || touch "$2/go"
+    case $1 in agent | agent-exec) touch "$2/go" ;; esac
     wait "$wpid"
-    _rc=$?
+}
+
+# ps_all_gpu PS_FILE TIDFILE...: every thread classified gpu in PS_FILE.
+ps_all_gpu() {
+    _ps=$1
+    shift
+    for _f in "$@"; do
+        [ "$(parse_class "$_ps" "$(cat "$_f")")" = gpu ] || return 1
+    done
+}
+
+# run_scale DIR: the scale workload: one decode launcher per two vCPUs (one
+# per "GPU", at least one) and two agent loops at once, each treated as its
+# own workload is (wrap; under express the launchers classified by the CUDA
+# uprobes alone, checked 0.5 s into the measurement as in a decode cell, the
+# agents marked). launcher-I.out, agent-J.out, *.tid.
+run_scale() {
+    nl=$((n / 2))
+    [ "$nl" -ge 1 ] || nl=1
+    echo "launchers=$nl" >"$1/scale.txt"
+    echo "agents=2" >>"$1/scale.txt"
+    rm -f "$1/go"
+    pids=''
+    for _l in $(seq 1 "$nl"); do
+        wrap "$W/decode" --duration "$D" --json --go-file "$1/go" \
+            >"$1/launcher-$_l.out" 2>"$1/launcher-$_l.err" &
+        pids="$pids $!"
+    done
+    for _a in 1 2; do
+        wrap "$W/agent" --duration "$D" --warmup 200 --json --go-file "$1/go" \
+            >"$1/agent-$_a.out" 2>"$1/agent-$_a.err" &
+        pids="$pids $!"
+    done
     if [ "$S" = express ]; then
-        sleep 1.1
-        scx_express stats --flat >"$2/lane1.txt" 2>&1
+        for _a in 1 2; do mark_agent "$1/agent-$_a.out" "$1/agent-$_a.tid" "$1/mark.txt"; done
+        tids=''
+        for _l in $(seq 1 "$nl"); do
+            line_value "$1/launcher-$_l.out" launcher_tid 10 >"$1/launcher-$_l.tid" &&
+                tids="$tids $1/launcher-$_l.tid"
+        done
     fi
-    return "$_rc"
+    # Every process waits for the go file after printing its ids: all
+    # measure together, the agents marked from their first step.
+    touch "$1/go"
+    if [ "$S" = express ]; then
+        sleep 0.5
+        scx_express ps >"$1/ps.txt" 2>&1
+        # shellcheck disable=SC2086 # tids: file names without spaces
+        if ! ps_all_gpu "$1/ps.txt" $tids; then
+            sleep 1
+            scx_express ps >>"$1/ps.txt" 2>&1
+        fi
+    fi
+    _src=0
+    for _p in $pids; do
+        wait "$_p"
+        _w=$?
+        [ "$_w" = 0 ] || [ "$_src" != 0 ] || _src=$_w
+    done
+    # The first lines of every failure, for the cell's error.
+    for f in "$1"/*.err; do
+        [ -s "$f" ] && echo "${f##*/}: $(tail -n 1 "$f")"
+    done >"$1/workload.err"
+    return "$_src"
 }
 
 # --- The plan -----------------------------------------------------------------

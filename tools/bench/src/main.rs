@@ -74,11 +74,31 @@ pub enum Workload {
     Decode,
     /// Agent-loop stand-in (`workloads/agent`): local tail and steps/s.
     Agent,
+    /// The agent loop whose tool call is a subprocess (`agent --tool
+    /// exec`: fork + exec of `workloads/tool`, which reads a file and
+    /// replies over a pipe): the same numbers as `agent`.
+    AgentExec,
     /// Wakeup latency: cyclictest, one SCHED_OTHER thread.
     Wakeup,
     /// `decode --helpers K`: launcher plus CPU-bound helper threads in one
     /// process.
     Mixed,
+    /// Several at once: one decode launcher per two vCPUs (one per "GPU",
+    /// at least one) and two agent loops: per-launcher tok/s, each agent's
+    /// local tail. Not in the full preset's default workloads (its own
+    /// preset, `scale`).
+    Scale,
+}
+
+impl Workload {
+    /// The workloads a preset runs when `--workloads` is not given.
+    pub fn matrix() -> Vec<Workload> {
+        Workload::value_variants()
+            .iter()
+            .copied()
+            .filter(|w| *w != Workload::Scale)
+            .collect()
+    }
 }
 
 /// Plan presets.
@@ -89,6 +109,9 @@ pub enum Preset {
     Smoke,
     /// Every scheduler, scenario and workload, 3 repeats.
     Full,
+    /// The `scale` workload: eevdf, eevdf-nice and express, baseline +
+    /// cpu4x, 3 repeats; meant for a bundle run at 8 vCPUs.
+    Scale,
 }
 
 macro_rules! value_name {
@@ -235,16 +258,23 @@ impl Plan {
                 3,
                 3,
             ),
+            Preset::Scale => (
+                vec![Sched::Eevdf, Sched::EevdfNice, Sched::Express],
+                vec![Scenario::Baseline, Scenario::Cpu4x],
+                3,
+                3,
+            ),
+        };
+        let wls = match a.preset {
+            Preset::Scale => vec![Workload::Scale],
+            _ => Workload::matrix(),
         };
         let smp = a.smp.unwrap_or(2);
         let mut plan = Plan {
             preset: a.preset,
             schedulers: a.schedulers.clone().unwrap_or(scheds),
             scenarios: a.scenarios.clone().unwrap_or(scens),
-            workloads: a
-                .workloads
-                .clone()
-                .unwrap_or_else(|| Workload::value_variants().to_vec()),
+            workloads: a.workloads.clone().unwrap_or(wls),
             repeats: a.repeats.unwrap_or(repeats),
             duration_s: a.duration.unwrap_or(duration),
             warm_s: 1,
@@ -638,11 +668,17 @@ mod tests {
         let f = Plan::from_args(&args(Preset::Full), Path::new("c.toml"), "x".into()).unwrap();
         assert_eq!(f.schedulers.len(), 8);
         assert_eq!(f.scenarios.len(), 6);
-        assert_eq!(f.workloads.len(), 4);
+        assert_eq!(f.workloads.len(), 5);
+        assert!(f.workloads.contains(&Workload::AgentExec));
         assert_eq!(f.repeats, 3);
         assert_eq!(f.peers().len(), 4);
         assert!(f.needs_disk());
-        assert_eq!(f.cells_per_boot(), 72);
+        assert_eq!(f.cells_per_boot(), 90);
+        assert!(!f.workloads.contains(&Workload::Scale));
+        let s = Plan::from_args(&args(Preset::Scale), Path::new("c.toml"), "x".into()).unwrap();
+        assert_eq!(s.workloads, vec![Workload::Scale]);
+        assert_eq!(s.scenarios, vec![Scenario::Baseline, Scenario::Cpu4x]);
+        assert!(s.schedulers.contains(&Sched::EevdfNice));
     }
 
     #[test]

@@ -172,6 +172,8 @@ pub fn agent(text: &str, m: &mut BTreeMap<String, f64>) -> Result<Vec<(f64, f64)
         "tail_over_1ms_server_off_cpu",
         "tail_over_1ms_server_blocked",
         "tail_over_1ms_server_preempted",
+        "tool_spawn_p50_us",
+        "tool_spawn_p99_us",
     ] {
         if let Some(x) = v.get(k).and_then(Value::as_f64) {
             m.insert(k.into(), x);
@@ -187,6 +189,82 @@ pub fn agent(text: &str, m: &mut BTreeMap<String, f64>) -> Result<Vec<(f64, f64)
         })
         .unwrap_or_default();
     Ok(cdf)
+}
+
+/// Median of some numbers (NaN-free); None when there are none.
+pub fn median(v: &[f64]) -> Option<f64> {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
+/// The `NAME-I.out` files of a cell, by I (1, 2, ...).
+fn numbered<'a>(files: &'a BTreeMap<String, String>, name: &str) -> Vec<(u32, &'a str)> {
+    let mut v: Vec<(u32, &str)> = files
+        .iter()
+        .filter_map(|(k, t)| {
+            let i = k
+                .strip_prefix(name)?
+                .strip_prefix('-')?
+                .strip_suffix(".out")?;
+            Some((i.parse().ok()?, t.as_str()))
+        })
+        .collect();
+    v.sort_by_key(|(i, _)| *i);
+    v
+}
+
+/// Numbers of a scale cell (several launchers and agents at once, see
+/// guest.sh's run_scale): each launcher's tok/s (`launcher_I_tok_s`) with
+/// their minimum and median, each agent's local tail p50/p99
+/// (`agent_J_tail_p50_us`, ...) with the worst agent's. `scale.txt` says
+/// how many of each the guest started; fewer reports is an error.
+pub fn scale(files: &BTreeMap<String, String>, m: &mut BTreeMap<String, f64>) -> Result<()> {
+    let want = kv_lines(files.get("scale.txt").map(String::as_str).unwrap_or(""));
+    let want = |k: &str| want.get(k).and_then(|v| v.parse::<usize>().ok());
+    let (launchers, agents) = (numbered(files, "launcher"), numbered(files, "agent"));
+    let (Some(nl), Some(na)) = (want("launchers"), want("agents")) else {
+        bail!("scale.txt does not say how many launchers and agents ran");
+    };
+    if launchers.len() != nl || agents.len() != na || nl == 0 || na == 0 {
+        bail!(
+            "scale: {} of {nl} launcher and {} of {na} agent reports",
+            launchers.len(),
+            agents.len()
+        );
+    }
+    let mut tok = vec![];
+    for (i, text) in launchers {
+        let mut one = BTreeMap::new();
+        decode(text, &mut one).with_context(|| format!("launcher {i}"))?;
+        m.insert(format!("launcher_{i}_tok_s"), one["tok_s"]);
+        tok.push(one["tok_s"]);
+    }
+    let (mut p50, mut p99) = (vec![], vec![]);
+    for (j, text) in agents {
+        let mut one = BTreeMap::new();
+        agent(text, &mut one).with_context(|| format!("agent {j}"))?;
+        for k in ["tail_p50_us", "tail_p99_us", "steps_s"] {
+            m.insert(format!("agent_{j}_{k}"), one[k]);
+        }
+        p50.push(one["tail_p50_us"]);
+        p99.push(one["tail_p99_us"]);
+    }
+    let max = |v: &[f64]| v.iter().copied().fold(f64::MIN, f64::max);
+    m.insert("launchers".into(), tok.len() as f64);
+    m.insert(
+        "launchers_tok_s_min".into(),
+        tok.iter().copied().fold(f64::MAX, f64::min),
+    );
+    m.insert("launchers_tok_s_median".into(), median(&tok).unwrap_or(0.0));
+    m.insert("agents_tail_p50_max_us".into(), max(&p50));
+    m.insert("agents_tail_p99_max_us".into(), max(&p99));
+    Ok(())
 }
 
 /// cyclictest --json with -h: p50/p99/max wakeup latency (µs) from the
@@ -379,8 +457,9 @@ pub fn measure(cell: &RawCell) -> Measured {
     r.errors.extend(exit_error(cell));
     let res = match wl {
         "decode" | "mixed" => decode(f("workload.out"), &mut r.metrics),
-        "agent" => agent(f("workload.out"), &mut r.metrics).map(|c| r.tail_cdf = c),
+        "agent" | "agent-exec" => agent(f("workload.out"), &mut r.metrics).map(|c| r.tail_cdf = c),
         "wakeup" => cyclictest(f("cyclictest.json"), &mut r.metrics),
+        "scale" => scale(&cell.files, &mut r.metrics),
         _ => Err(anyhow::anyhow!("unknown workload '{wl}'")),
     };
     if let Err(e) = res {
@@ -411,7 +490,11 @@ pub fn measure(cell: &RawCell) -> Measured {
     }
     // Diagnostics only: without them the cell's measurement still stands.
     if sched == "express" && cell.files.contains_key("lane1.txt") {
-        let class = if wl == "agent" { "agent" } else { "gpu" };
+        let class = if wl.starts_with("agent") {
+            "agent"
+        } else {
+            "gpu"
+        };
         if let Err(e) = lane(f("lane0.txt"), f("lane1.txt"), class, &mut r.metrics) {
             eprintln!("bench: warning: {sched} {scen} {wl}: express-lane counters left out: {e:#}");
         }
@@ -419,7 +502,37 @@ pub fn measure(cell: &RawCell) -> Measured {
     if let Some(tid) = cell.files.get("tid") {
         r.class = Some(ps_class(f("ps.txt"), tid.trim()).unwrap_or_else(|| "none".into()));
     }
+    if wl == "scale" && sched == "express" {
+        scale_classes(cell, &mut r);
+    }
     r
+}
+
+/// A scale cell's classification under express: how many launchers
+/// `scx_express ps` showed as `gpu` and agents as `agent`
+/// (`launchers_gpu`, `agents_marked`); the cell's class is `gpu` when
+/// every launcher was, else the first other class seen.
+fn scale_classes(cell: &RawCell, r: &mut Measured) {
+    let ps = cell.files.get("ps.txt").map(String::as_str).unwrap_or("");
+    let class_of = |prefix: &str| -> Vec<String> {
+        cell.files
+            .iter()
+            .filter(|(k, _)| k.starts_with(prefix) && k.ends_with(".tid"))
+            .map(|(_, tid)| ps_class(ps, tid.trim()).unwrap_or_else(|| "none".into()))
+            .collect()
+    };
+    let (l, a) = (class_of("launcher-"), class_of("agent-"));
+    let count = |v: &[String], c: &str| v.iter().filter(|x| *x == c).count() as f64;
+    r.metrics.insert("launchers_gpu".into(), count(&l, "gpu"));
+    r.metrics.insert("agents_marked".into(), count(&a, "agent"));
+    let want = r.metrics.get("launchers").copied().unwrap_or(0.0);
+    r.class = Some(if l.len() as f64 == want && count(&l, "gpu") == want {
+        "gpu".into()
+    } else {
+        l.into_iter()
+            .find(|c| c != "gpu")
+            .unwrap_or_else(|| "none".into())
+    });
 }
 
 /// The workload's exit, if it failed: killed at its time limit, or its
@@ -498,6 +611,30 @@ pub mod tests {
     }
 
     #[test]
+    fn agent_exec_cells_are_agent_cells_with_spawn_times() {
+        let out = AGENT.replace("\"tail_cdf\"", "\"tool\":\"exec\",\"tool_spawn_p50_us\":2900.5,\"tool_spawn_p99_us\":9000,\"tail_cdf\"");
+        let lane1 = "fair_wakeups 5\nclasses.agent.prev 7\nclasses.gpu.prev 100";
+        let t = cell_text(
+            "express",
+            "baseline",
+            "agent-exec",
+            1,
+            &[
+                ("workload.out", &out),
+                ("lane0.txt", "fair_wakeups 1"),
+                ("lane1.txt", lane1),
+            ],
+        );
+        let m = measure(&split_cell(&t).unwrap());
+        assert!(m.errors.is_empty(), "{:?}", m.errors);
+        assert_eq!(m.metrics["tail_p99_us"], 900.0);
+        assert_eq!(m.metrics["tool_spawn_p50_us"], 2900.5);
+        assert_eq!(m.tail_cdf.len(), 3);
+        // Its lane counters are the agent class's.
+        assert_eq!(m.metrics["lane_prev"], 7.0);
+    }
+
+    #[test]
     fn cyclictest_percentiles_count_overflows_as_max() {
         let mut m = BTreeMap::new();
         cyclictest(CYC, &mut m).unwrap();
@@ -547,6 +684,86 @@ pub mod tests {
         assert_eq!(ps_class(ps, "70"), None);
         let two = "HDR\n 77 70 launcher normal cuda\nHDR\n 77 70 launcher gpu cuda\n";
         assert_eq!(ps_class(two, "77").as_deref(), Some("gpu"));
+    }
+
+    /// The files of a scale cell: launchers with tok/s `tok`, agents with
+    /// tail p99 `p99`, `scale.txt` saying how many ran.
+    pub fn scale_files(tok: &[f64], p99: &[f64]) -> Vec<(String, String)> {
+        let mut v = vec![(
+            "scale.txt".to_string(),
+            format!("launchers={}\nagents={}\n", tok.len(), p99.len()),
+        )];
+        for (i, t) in tok.iter().enumerate() {
+            let out = DECODE.replace("412.5", &t.to_string());
+            v.push((format!("launcher-{}.out", i + 1), out));
+            v.push((format!("launcher-{}.tid", i + 1), format!("{}", 100 + i)));
+        }
+        for (j, p) in p99.iter().enumerate() {
+            let out = AGENT.replace("\"tail_p99_us\":900", &format!("\"tail_p99_us\":{p}"));
+            v.push((format!("agent-{}.out", j + 1), out));
+            v.push((format!("agent-{}.tid", j + 1), format!("{}", 200 + j)));
+        }
+        v
+    }
+
+    #[test]
+    fn scale_launchers_and_agents() {
+        let files: BTreeMap<String, String> =
+            scale_files(&[300.0, 100.0, 200.0, 400.0], &[900.0, 1500.0])
+                .into_iter()
+                .collect();
+        let mut m = BTreeMap::new();
+        scale(&files, &mut m).unwrap();
+        assert_eq!(m["launchers"], 4.0);
+        assert_eq!(m["launcher_2_tok_s"], 100.0);
+        assert_eq!(m["launchers_tok_s_min"], 100.0);
+        assert_eq!(m["launchers_tok_s_median"], 250.0);
+        assert_eq!(m["agent_2_tail_p99_us"], 1500.0);
+        assert_eq!(m["agents_tail_p99_max_us"], 1500.0);
+        assert_eq!(m["agents_tail_p50_max_us"], 60.0);
+        // A launcher that left no report is an error, not a smaller cell.
+        let mut short = files.clone();
+        short.remove("launcher-3.out");
+        let e = scale(&short, &mut m).unwrap_err();
+        assert!(format!("{e:#}").contains("3 of 4 launcher"), "{e:#}");
+        short.insert("launcher-3.out".into(), "launcher_tid=1\n".into());
+        assert!(format!("{:#}", scale(&short, &mut m).unwrap_err()).contains("launcher 3"));
+        let mut none = files.clone();
+        none.remove("scale.txt");
+        assert!(scale(&none, &mut m).is_err());
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[]), None);
+    }
+
+    #[test]
+    fn scale_classification_counts_every_launcher() {
+        let mut files = scale_files(&[300.0, 200.0], &[900.0, 900.0]);
+        let ps = "TID PID COMM CLASS\n100 1 launcher gpu\n101 2 launcher normal\n\
+                  200 3 agent-loop agent\n201 4 agent-loop agent\n";
+        files.push(("ps.txt".into(), ps.into()));
+        let refs: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(a, b)| (a.as_str(), b.as_str()))
+            .collect();
+        let c = split_cell(&cell_text("express", "baseline", "scale", 1, &refs)).unwrap();
+        let m = measure(&c);
+        assert!(m.errors.is_empty(), "{:?}", m.errors);
+        assert_eq!(m.metrics["launchers_gpu"], 1.0);
+        assert_eq!(m.metrics["agents_marked"], 2.0);
+        assert_eq!(m.class.as_deref(), Some("normal"));
+        let all = ps.replace("101 2 launcher normal", "101 2 launcher gpu");
+        let refs: Vec<(&str, &str)> = refs
+            .into_iter()
+            .map(|(a, b)| {
+                if a == "ps.txt" {
+                    (a, all.as_str())
+                } else {
+                    (a, b)
+                }
+            })
+            .collect();
+        let m = measure(&split_cell(&cell_text("express", "baseline", "scale", 1, &refs)).unwrap());
+        assert_eq!(m.class.as_deref(), Some("gpu"));
     }
 
     pub fn cell_text(

@@ -365,6 +365,38 @@ pub const TABLES: &[TableDef] = &[
         higher_is_better: false,
     },
     TableDef {
+        workload: Workload::AgentExec,
+        metric: "tail_p99_us",
+        title: "Agent with subprocess tools (fork + exec per call): local tail p99",
+        scale: 1.0,
+        unit: "µs",
+        higher_is_better: false,
+    },
+    TableDef {
+        workload: Workload::AgentExec,
+        metric: "tail_p999_us",
+        title: "Agent with subprocess tools: local tail p99.9",
+        scale: 1.0,
+        unit: "µs",
+        higher_is_better: false,
+    },
+    TableDef {
+        workload: Workload::AgentExec,
+        metric: "tail_p50_us",
+        title: "Agent with subprocess tools: local tail p50",
+        scale: 1.0,
+        unit: "µs",
+        higher_is_better: false,
+    },
+    TableDef {
+        workload: Workload::AgentExec,
+        metric: "steps_s",
+        title: "Agent with subprocess tools: steps per second",
+        scale: 1.0,
+        unit: "steps/s",
+        higher_is_better: true,
+    },
+    TableDef {
         workload: Workload::Wakeup,
         metric: "wake_p99_us",
         title: "Wakeup latency (cyclictest, SCHED_OTHER): p99",
@@ -402,6 +434,38 @@ pub const TABLES: &[TableDef] = &[
         title: "Mixed process: Sched/1K of the launcher",
         scale: 1.0,
         unit: "",
+        higher_is_better: false,
+    },
+    TableDef {
+        workload: Workload::Scale,
+        metric: "launchers_tok_s_min",
+        title: "Scale (launchers and agents at once): the slowest launcher's tokens per second",
+        scale: 1.0,
+        unit: "tok/s",
+        higher_is_better: true,
+    },
+    TableDef {
+        workload: Workload::Scale,
+        metric: "launchers_tok_s_median",
+        title: "Scale: the median launcher's tokens per second",
+        scale: 1.0,
+        unit: "tok/s",
+        higher_is_better: true,
+    },
+    TableDef {
+        workload: Workload::Scale,
+        metric: "agents_tail_p99_max_us",
+        title: "Scale: the worse agent's local tail p99",
+        scale: 1.0,
+        unit: "µs",
+        higher_is_better: false,
+    },
+    TableDef {
+        workload: Workload::Scale,
+        metric: "agents_tail_p50_max_us",
+        title: "Scale: the worse agent's local tail p50",
+        scale: 1.0,
+        unit: "µs",
         higher_is_better: false,
     },
 ];
@@ -442,6 +506,122 @@ const LANE_COLUMNS: &[(&str, &str)] = &[
     ("fair_waits_over_1ms", "fair waits > 1 ms"),
 ];
 
+/// One scheduler × scenario of the scale workload, medians over repeats.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScaleRow {
+    pub launchers: Option<f64>,
+    pub tok_min: Option<f64>,
+    pub tok_median: Option<f64>,
+    /// The slowest launcher ÷ the median launcher of the same scheduler's
+    /// baseline (clean) cell.
+    pub worst_retention: Option<f64>,
+    /// The worse agent's p99, and its ratio to the baseline cell's.
+    pub agent_p99: Option<f64>,
+    pub agent_p99_vs_clean: Option<f64>,
+    /// Each agent's p50/p99 (µs), by agent.
+    pub agents: Vec<(f64, f64)>,
+    /// stress-ng bogo-ops/s ÷ EEVDF's in the same scenario.
+    pub hogs_vs_eevdf: Option<f64>,
+}
+
+/// The scale workload's numbers of scheduler `s` in scenario `c`.
+pub fn scale_row(r: &Results, s: Sched, c: Scenario) -> ScaleRow {
+    let med = |c: Scenario, m: &str| r.get(s, c, Workload::Scale, m).map(|a| a.summary.median);
+    let div = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) if b != 0.0 => Some(a / b),
+        _ => None,
+    };
+    let agents = (1..)
+        .map_while(|j| {
+            Some((
+                med(c, &format!("agent_{j}_tail_p50_us"))?,
+                med(c, &format!("agent_{j}_tail_p99_us"))?,
+            ))
+        })
+        .collect();
+    ScaleRow {
+        launchers: med(c, "launchers"),
+        tok_min: med(c, "launchers_tok_s_min"),
+        tok_median: med(c, "launchers_tok_s_median"),
+        worst_retention: div(
+            med(c, "launchers_tok_s_min"),
+            med(Scenario::Baseline, "launchers_tok_s_median"),
+        ),
+        agent_p99: med(c, "agents_tail_p99_max_us"),
+        agent_p99_vs_clean: div(
+            med(c, "agents_tail_p99_max_us"),
+            med(Scenario::Baseline, "agents_tail_p99_max_us"),
+        ),
+        agents,
+        hogs_vs_eevdf: r
+            .get(s, c, Workload::Scale, "cpu_bogo_ops_s")
+            .and_then(|a| a.vs_eevdf),
+    }
+}
+
+/// "### Scale": per scheduler and scenario, the launchers' worst
+/// retention against the same scheduler's clean cell, the agents' p99
+/// against the clean p99, the hogs against EEVDF's; nothing without
+/// scale cells.
+fn scale_table(r: &Results) -> String {
+    let p = &r.plan;
+    if !p.workloads.contains(&Workload::Scale) {
+        return String::new();
+    }
+    let mut md = "### Scale: launchers and agents at once\n\n\
+                  One decode launcher per two vCPUs (one per \"GPU\") and two agent \
+                  loops in one cell; medians over repeats. Worst retention = the slowest \
+                  launcher's tok/s ÷ the median launcher's in the same scheduler's \
+                  baseline cell; agent p99 = the worse agent's, ÷ the same in the \
+                  baseline cell; hogs = stress-ng bogo-ops/s ÷ EEVDF's.\n\n"
+        .to_string();
+    let cols: Vec<String> = [
+        "scenario",
+        "launchers",
+        "tok/s min",
+        "tok/s median",
+        "worst retention",
+        "agent p99 (µs)",
+        "÷ clean",
+        "agents p50/p99 (µs)",
+        "hogs ÷ EEVDF",
+    ]
+    .iter()
+    .map(|c| c.to_string())
+    .collect();
+    md += &header_row("scheduler", &cols);
+    let num = |v: Option<f64>| v.map(fmt_num).unwrap_or("–".into());
+    for &s in &p.schedulers {
+        for &c in &p.scenarios {
+            let x = scale_row(r, s, c);
+            let agents: Vec<String> = x
+                .agents
+                .iter()
+                .map(|(a, b)| format!("{}/{}", fmt_num(*a), fmt_num(*b)))
+                .collect();
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                s.name(),
+                c.name(),
+                x.launchers.map(|n| format!("{n:.0}")).unwrap_or("–".into()),
+                num(x.tok_min),
+                num(x.tok_median),
+                fmt_ratio(x.worst_retention),
+                num(x.agent_p99),
+                fmt_ratio(x.agent_p99_vs_clean),
+                if agents.is_empty() {
+                    "–".into()
+                } else {
+                    agents.join(", ")
+                },
+                fmt_ratio(x.hogs_vs_eevdf),
+            );
+        }
+    }
+    md + "\n"
+}
+
 /// The express lane's counters during scx_express's cells (median per
 /// cell), from `scx_express stats` before and after each workload: where
 /// the class's wakeups went, and why any left the lane.
@@ -453,8 +633,8 @@ fn lane_table(r: &Results) -> String {
         return String::new();
     }
     let mut md = "### The express lane during scx_express's cells\n\n\
-                  Counters of the workload's class (`gpu` for decode and mixed, `agent` \
-                  for agent) over each cell, median of the repeats; the fair-path column \
+                  Counters of the workload's class (`gpu` for decode, mixed and scale, `agent` \
+                  for agent and agent-exec) over each cell, median of the repeats; the fair-path column \
                   is machine-wide. From `scx_express stats` before and after the \
                   workload; `scx_express --help-stats` explains each.\n\n"
         .to_string();
@@ -567,6 +747,7 @@ pub fn markdown(r: &Results, plots: &[(String, String)]) -> String {
     md += &summary(r);
     md += &plots_section(plots);
     md += &workload_tables(r);
+    md += &scale_table(r);
     md += &noise_tables(r);
     md += &cpu_time_table(r);
     md += &lane_table(r);
@@ -629,6 +810,45 @@ fn header(r: &Results) -> String {
         p.express_config
     );
     md += &cells_line(r);
+    md += &retried_line(r);
+    md + "\n"
+}
+
+/// Boots booted again per scheduler: its info's `attempt` (the boot whose
+/// cells count) minus one, or more where the log showed more dead boots.
+pub fn retried_boots(r: &Results) -> Vec<(String, u32)> {
+    r.boots
+        .iter()
+        .map(|b| {
+            let n = |k: &str| b.info.get(k).and_then(|v| v.parse::<u32>().ok());
+            let from_attempt = n("attempt").unwrap_or(1).saturating_sub(1);
+            (
+                b.sched.clone(),
+                from_attempt.max(n("retried_boots").unwrap_or(0)),
+            )
+        })
+        .collect()
+}
+
+/// "- Retried boots: N": guests that died without a result (an early-boot
+/// panic under TCG, a hang) and were booted again; their cells never count.
+fn retried_line(r: &Results) -> String {
+    let v = retried_boots(r);
+    let total: u32 = v.iter().map(|(_, n)| n).sum();
+    let who: Vec<String> = v
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(s, n)| format!("{s} {n}"))
+        .collect();
+    let mut md = format!("- Retried boots: {total}");
+    if total > 0 {
+        let _ = write!(
+            md,
+            " ({}): a guest that died without a result (e.g. an early-boot panic \
+             under TCG) was booted again; only the boot with a result counts",
+            who.join(", ")
+        );
+    }
     md + "\n"
 }
 
@@ -894,7 +1114,11 @@ fn classification(r: &Results) -> String {
         .cells
         .iter()
         .filter(|c| {
-            c.sched == Sched::Express && matches!(c.workload, Workload::Decode | Workload::Mixed)
+            c.sched == Sched::Express
+                && matches!(
+                    c.workload,
+                    Workload::Decode | Workload::Mixed | Workload::Scale
+                )
         })
         .collect();
     if classified.is_empty() {
@@ -905,12 +1129,12 @@ fn classification(r: &Results) -> String {
         .filter(|c| c.measured.class.as_deref() == Some("gpu"))
         .count();
     format!(
-        "Classification: `scx_express ps`, 0.5 s into each express decode and mixed \
+        "Classification: `scx_express ps`, 0.5 s into each express decode, mixed and scale \
          cell (and once more 1 s later if the launcher was not `gpu` yet), showed \
-         the launcher thread as `gpu` in {gpu} of {} cells (CUDA uprobes on the \
-         stand-in libcuda.so.1 alone). The agent loop is opt-in: \
-         the bench marks the loop thread and its tool-server process with `scx_express mark` \
-         (`--tid`, `--pid`), the processes eevdf-nice's `nice` covers.\n\n",
+         the launcher thread as `gpu` in {gpu} of {} cells (in a scale cell: every \
+         launcher; CUDA uprobes on the stand-in libcuda.so.1 alone). The agent loop is \
+         opt-in: the bench marks each loop thread and its tool-server process with \
+         `scx_express mark` (`--tid`, `--pid`), the processes eevdf-nice's `nice` covers.\n\n",
         classified.len()
     )
 }
@@ -928,9 +1152,14 @@ const METHOD: &str = "## Method\n\n\
     vCPUs, at least one) and `nice -n -10`; eevdf-fifo under `chrt -f 10` \
     (cyclictest with `-p 10`). Workloads: `decode` (100 launches + 1 sync per \
     token against the stand-in libcuda.so.1), `agent` (2 ms tool reply, \
-    then a CPU burst; local tail = reply read − server send), `wakeup` \
+    then a CPU burst; local tail = reply read − server send), `agent-exec` \
+    (the same loop, its tool call a fork + exec of a small program that \
+    reads a file and replies over a pipe; local tail = reply read − the \
+    tool's send), `wakeup` \
     (cyclictest, one SCHED_OTHER thread, 1 ms interval), `mixed` (`decode \
-    --helpers N`, N = vCPUs). Raw numbers of every cell are in \
+    --helpers N`, N = vCPUs), `scale` (one decode per two vCPUs, at least \
+    one, and two agents at once, each run and classified as its own workload \
+    is). Raw numbers of every cell are in \
     `results.json`.\n";
 
 /// Problems with a report directory (empty: complete and well formed).
@@ -1123,8 +1352,11 @@ mod tests {
                         let decode = DECODE.replace("412.5", &tok.to_string());
                         let mut files: Vec<(&str, &str)> = match w {
                             Workload::Decode | Workload::Mixed => vec![("workload.out", &decode)],
-                            Workload::Agent => vec![("workload.out", AGENT)],
+                            Workload::Agent | Workload::AgentExec => {
+                                vec![("workload.out", AGENT)]
+                            }
                             Workload::Wakeup => vec![("cyclictest.json", CYC)],
+                            Workload::Scale => vec![],
                         };
                         if c != Scenario::Baseline {
                             files.push(("stress.yaml", STRESS));
@@ -1208,6 +1440,90 @@ mod tests {
         assert!(md.contains("### The express lane during"), "{md}");
         assert!(md.contains("| agent cpu4x | 2 | 2 | 0 |"), "{md}");
         assert!(md.contains("| decode cpu4x | 0 | 0 | 0 |"), "{md}");
+    }
+
+    /// A scale plan (eevdf, express; baseline, cpu4x) with 3 repeats:
+    /// launchers at `tok(sched, scenario)` and `tok/2`, agents' p99 900 µs
+    /// clean and 1800 µs under cpu4x.
+    fn scale_results() -> Results {
+        let mut a = BenchArgs {
+            repeats: Some(3),
+            ..test_args(Preset::Smoke)
+        };
+        a.workloads = Some(vec![Workload::Scale]);
+        let p = Plan::from_args(&a, Path::new("c.toml"), "x".into()).unwrap();
+        let mut raw = vec![];
+        for &s in &p.schedulers {
+            let attempt = if s == Sched::Express { 3 } else { 1 };
+            raw.push(RawCell::info(
+                &s.name(),
+                &format!("smp=8\nattempt={attempt}\n"),
+            ));
+            for &c in &p.scenarios {
+                for rep in 1..=p.repeats {
+                    let tok = match (s, c) {
+                        (_, Scenario::Baseline) => 400.0,
+                        (Sched::Eevdf, _) => 100.0,
+                        _ => 360.0,
+                    };
+                    let p99 = if c == Scenario::Baseline {
+                        900.0
+                    } else {
+                        1800.0
+                    };
+                    let mut files = parse::tests::scale_files(&[tok, tok / 2.0], &[p99, 500.0]);
+                    if c != Scenario::Baseline {
+                        let bogo = if s == Sched::Eevdf {
+                            "2927.5"
+                        } else {
+                            "1463.75"
+                        };
+                        files.push(("stress.yaml".into(), STRESS.replace("2927.5", bogo)));
+                    }
+                    let f: Vec<(&str, &str)> = files
+                        .iter()
+                        .map(|(a, b)| (a.as_str(), b.as_str()))
+                        .collect();
+                    let t = raw_cell(&s.name(), &c.name(), "scale", rep, &f);
+                    raw.push(parse::split_cell(&t).unwrap());
+                }
+            }
+        }
+        Results::build(&p, raw, String::new())
+    }
+
+    #[test]
+    fn the_scale_table_compares_with_the_clean_cell_and_eevdf() {
+        let r = scale_results();
+        assert!(r.missing_cells().is_empty(), "{:?}", r.missing_cells());
+        let x = scale_row(&r, Sched::Express, Scenario::Cpu4x);
+        assert_eq!(x.launchers, Some(2.0));
+        assert_eq!((x.tok_min, x.tok_median), (Some(180.0), Some(270.0)));
+        // The slowest launcher ÷ the clean cell's median launcher (300).
+        assert_eq!(x.worst_retention, Some(0.6));
+        assert_eq!(
+            (x.agent_p99, x.agent_p99_vs_clean),
+            (Some(1800.0), Some(2.0))
+        );
+        assert_eq!(x.agents, vec![(60.0, 1800.0), (60.0, 500.0)]);
+        assert_eq!(x.hogs_vs_eevdf, Some(0.5));
+        assert_eq!(
+            scale_row(&r, Sched::Eevdf, Scenario::Baseline).hogs_vs_eevdf,
+            None
+        );
+        let md = markdown(&r, &[]);
+        assert!(
+            md.contains("### Scale: launchers and agents at once"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| express | cpu4x | 2 | 180 | 270 | 0.60 | 1800 | 2.00 | 60.0/1800, 60.0/500 | 0.50 |"),
+            "{md}"
+        );
+        assert!(md.contains("### Scale (launchers and agents at once): the slowest"));
+        // The express boot was the third: two retried boots, said so.
+        assert!(md.contains("- Retried boots: 2 (express 2)"), "{md}");
+        assert_eq!(check_tables(&r), Vec::<String>::new());
     }
 
     #[test]

@@ -578,6 +578,27 @@ pub fn exported_files(log: &str) -> BTreeMap<String, Vec<u8>> {
     files
 }
 
+/// A console log of one or more boots of the same VM (tests/vm/run.sh
+/// --keep-log and runner.sh put `===== boot I/N =====` before each when a
+/// guest died without a result and was booted again): the number of boots
+/// and the last one's text, the only one whose cells count (a dead boot's
+/// cells were measured on a guest that was failing).
+pub fn last_boot(log: &str) -> (usize, &str) {
+    let mut boots = 1;
+    let mut start = 0;
+    let mut pos = 0;
+    for line in log.split_inclusive('\n') {
+        if line.starts_with("===== boot ") {
+            if pos > 0 {
+                boots += 1;
+            }
+            start = pos + line.len();
+        }
+        pos += line.len();
+    }
+    (boots, &log[start..])
+}
+
 /// Every cell in the console logs (`*.log`) of a directory.
 pub fn collect_cells(dir: &Path) -> Result<Vec<RawCell>> {
     let mut cells = vec![];
@@ -594,7 +615,8 @@ pub fn collect_cells(dir: &Path) -> Result<Vec<RawCell>> {
     for log in logs {
         let text = std::fs::read(&log)?;
         let text = String::from_utf8_lossy(&text);
-        let files = exported_files(&text);
+        let (boots, last) = last_boot(&text);
+        let files = exported_files(last);
         for (name, data) in files {
             let text = String::from_utf8_lossy(&data);
             if name.starts_with("cell-") {
@@ -606,7 +628,10 @@ pub fn collect_cells(dir: &Path) -> Result<Vec<RawCell>> {
                 .strip_prefix("info-")
                 .and_then(|n| n.strip_suffix(".txt"))
             {
-                cells.push(RawCell::info(s, &text));
+                let mut info = RawCell::info(s, &text);
+                info.meta
+                    .insert("retried_boots".into(), (boots - 1).to_string());
+                cells.push(info);
             } else if let Some(s) = name
                 .strip_prefix("final-")
                 .and_then(|n| n.strip_suffix(".txt"))
@@ -635,6 +660,42 @@ mod tests {
         let f = exported_files(&log);
         assert_eq!(f.len(), 1);
         assert_eq!(f["cell-a.txt"], data);
+    }
+
+    #[test]
+    fn only_the_last_boot_of_a_log_counts() {
+        assert_eq!(last_boot("a\nb\n"), (1, "a\nb\n"));
+        let log =
+            "===== boot 1/3 =====\nKernel panic - not syncing: Fatal exception in interrupt\n\
+                   ===== boot 2/3 =====\ncell-1\n===== boot 3/3 =====\ncell-2\nrc\n";
+        assert_eq!(last_boot(log), (3, "cell-2\nrc\n"));
+        // The bundle runner's log, whose first boot has no marker line.
+        assert_eq!(last_boot("died\n===== boot 2/3 =====\nok\n"), (2, "ok\n"));
+    }
+
+    #[test]
+    fn the_bundle_carries_the_scale_plan() {
+        let a = crate::BenchArgs {
+            workloads: Some(vec![crate::Workload::Scale]),
+            ..crate::test_args(crate::Preset::Scale)
+        };
+        let plan = Plan::from_args(&a, Path::new("c.toml"), "x".into()).unwrap();
+        let c = Context {
+            repo: PathBuf::from("/r"),
+            plan,
+            express_config: PathBuf::from("c.toml"),
+            scx_bin: None,
+            peer_bins: BTreeMap::new(),
+        };
+        let env = c.bundle_env();
+        assert!(env.contains("export BENCH_WORKLOADS='scale'"), "{env}");
+        assert!(
+            env.contains("export BENCH_SCENARIOS='baseline+cpu4x'"),
+            "{env}"
+        );
+        // The launchers follow the guest's vCPUs (guest.sh: n/2 of
+        // nproc), not the plan: the header sets no count.
+        assert!(!c.scenario(None).contains("BENCH_LAUNCHERS"));
     }
 
     #[test]
