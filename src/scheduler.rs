@@ -120,6 +120,20 @@ fn class_idx(c: crate::config::ClassName) -> u32 {
     }
 }
 
+/// Pins the maps `mark` and `ps` read, and writes the tenants' cgroups.
+fn pin_maps(skel: &mut BpfSkel, cfg: &Config) -> Result<(Pins, crate::tenants::TenantCgroups)> {
+    let pins = Pins::pin(&mut [
+        (classify::PIN_TASK_CLASS, &mut skel.maps.task_class),
+        (classify::PIN_TASK_CTXS, &mut skel.maps.task_ctxs),
+        (classify::PIN_PROC_CLASS, &mut skel.maps.proc_class),
+        (classify::PIN_TENANT_NAMES, &mut skel.maps.tenant_names),
+    ])?;
+    let mut tenant_cgroups = crate::tenants::TenantCgroups::default();
+    let maps = &skel.maps;
+    tenant_cgroups.sync(&maps.tenant_cgroups, &maps.tenant_names, &cfg.tenants)?;
+    Ok((pins, tenant_cgroups))
+}
+
 /// The latency histogram of `group` (a class, or NR_CLASSES + tenant) in
 /// the summed `lat_stats`.
 fn lat_hist(lat: &[u64], group: u32) -> Vec<u64> {
@@ -246,18 +260,7 @@ impl<'a> Scheduler<'a> {
 
         // Classification: pin the class maps for `mark`/`ps`, then scan for
         // CUDA libraries and markers and apply rules on a thread of its own.
-        let pins = Pins::pin(&mut [
-            (classify::PIN_TASK_CLASS, &mut skel.maps.task_class),
-            (classify::PIN_TASK_CTXS, &mut skel.maps.task_ctxs),
-            (classify::PIN_PROC_CLASS, &mut skel.maps.proc_class),
-            (classify::PIN_TENANT_NAMES, &mut skel.maps.tenant_names),
-        ])?;
-        let mut tenant_cgroups = crate::tenants::TenantCgroups::default();
-        tenant_cgroups.sync(
-            &skel.maps.tenant_cgroups,
-            &skel.maps.tenant_names,
-            &cfg.tenants,
-        )?;
+        let (pins, tenant_cgroups) = pin_maps(&mut skel, cfg)?;
         let new_libraries = discovery::start_discovery(
             &cfg.classify,
             libbpf_rs::MapHandle::try_from(&skel.maps.task_class)?,
