@@ -59,11 +59,14 @@ fn bytes_of<T>(v: &T) -> &[u8] {
     unsafe { std::slice::from_raw_parts(v as *const T as *const u8, std::mem::size_of::<T>()) }
 }
 
+/// What was written: the cgroup map (id -> value bytes) and the names.
+type Written = (BTreeMap<u64, Vec<u8>>, Vec<String>);
+
 /// Keeps the two maps in step; remembers what it wrote and what it logged.
 #[derive(Default)]
 pub struct TenantCgroups {
     /// The cgroup map and the names last written.
-    written: Option<(BTreeMap<u64, Vec<u8>>, Vec<String>)>,
+    written: Option<Written>,
     logged_missing: HashSet<String>,
 }
 
