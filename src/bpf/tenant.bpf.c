@@ -12,7 +12,9 @@
  * lookup each: a few hundred ns for a deep hierarchy. Only express-class
  * tasks pay it, once per wakeup (placement.bpf.c), and nobody does while
  * no tenant is configured. A process moved to another cgroup changes
- * tenant at its next wakeup or requeue.
+ * tenant at its next wakeup or requeue. The index is resolved before each
+ * wakeup's budget check, so a reload that renumbers the tenants can only
+ * misattribute the express run in progress at that moment.
  */
 #include "express.bpf.h"
 
