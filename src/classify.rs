@@ -27,6 +27,7 @@ pub const PIN_DIR: &str = "/sys/fs/bpf/scx_express";
 pub const PIN_TASK_CLASS: &str = "task_class";
 pub const PIN_TASK_CTXS: &str = "task_ctxs";
 pub const PIN_PROC_CLASS: &str = "proc_class";
+pub const PIN_TENANT_NAMES: &str = "tenant_names";
 
 /// Who set a class (mirrors enum class_source).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -468,6 +469,8 @@ pub struct PsRow {
     pub launches: u64,
     pub syncs: u64,
     pub tokens_ms: Option<f64>,
+    /// The tenant BPF last resolved for it (at its last wakeup), if any.
+    pub tenant: Option<String>,
 }
 
 /// Classified threads: those with a class source or CUDA calls seen.
@@ -477,6 +480,7 @@ pub fn ps_rows() -> Result<Vec<PsRow>> {
     let classes = TaskMap::open_pinned(PIN_TASK_CLASS)?;
     let ctxs = TaskMap::open_pinned(PIN_TASK_CTXS)?;
     let procs = MapHandle::from_pinned_path(Path::new(PIN_DIR).join(PIN_PROC_CLASS)).ok();
+    let tenants = tenant_names();
     let proc_root = Path::new("/proc");
     let now = monotonic_ns();
     let mut rows = Vec::new();
@@ -506,12 +510,15 @@ pub fn ps_rows() -> Result<Vec<PsRow>> {
                 .join("comm"),
         )
         .unwrap_or_default();
-        let tokens_ms = ctxs
-            .task_ctx(tid)
-            .ok()
-            .flatten()
+        let tctx = ctxs.task_ctx(tid).ok().flatten();
+        let tokens_ms = tctx
+            .as_ref()
             .filter(|c| c.refill_ns != 0)
             .map(|c| c.tokens_ns as f64 / 1e6);
+        let tenant = tctx
+            .filter(|c| c.tenant != 0)
+            .and_then(|c| tenants.get(c.tenant as usize - 1).cloned())
+            .filter(|n| !n.is_empty());
         rows.push(PsRow {
             tid,
             pid,
@@ -521,19 +528,36 @@ pub fn ps_rows() -> Result<Vec<PsRow>> {
             launches: ci.launches,
             syncs: ci.syncs,
             tokens_ms,
+            tenant,
         });
     }
     Ok(rows)
 }
 
+/// The tenants' names by index, from the pinned `tenant_names` map (empty
+/// if the running scheduler has none).
+fn tenant_names() -> Vec<String> {
+    let Ok(map) = MapHandle::from_pinned_path(Path::new(PIN_DIR).join(PIN_TENANT_NAMES)) else {
+        return Vec::new();
+    };
+    (0..crate::bpf_intf::express_consts_MAX_TENANTS as u32)
+        .map(|i| {
+            let v = map.lookup(&i.to_ne_bytes(), MapFlags::ANY).ok().flatten();
+            let v = v.unwrap_or_default();
+            let end = v.iter().position(|&b| b == 0).unwrap_or(v.len());
+            String::from_utf8_lossy(&v[..end]).into_owned()
+        })
+        .collect()
+}
+
 pub fn print_ps(rows: &[PsRow]) {
     println!(
-        "{:>8} {:>8} {:<16} {:<7} {:<8} {:>10} {:>10} {:>10}",
-        "TID", "PID", "COMM", "CLASS", "SOURCE", "LAUNCHES", "SYNCS", "TOKENS_MS"
+        "{:>8} {:>8} {:<16} {:<7} {:<8} {:>10} {:>10} {:>10} {:<16}",
+        "TID", "PID", "COMM", "CLASS", "SOURCE", "LAUNCHES", "SYNCS", "TOKENS_MS", "TENANT"
     );
     for r in rows {
         println!(
-            "{:>8} {:>8} {:<16} {:<7} {:<8} {:>10} {:>10} {:>10}",
+            "{:>8} {:>8} {:<16} {:<7} {:<8} {:>10} {:>10} {:>10} {:<16}",
             r.tid,
             r.pid,
             r.comm,
@@ -543,7 +567,8 @@ pub fn print_ps(rows: &[PsRow]) {
             r.syncs,
             r.tokens_ms
                 .map(|t| format!("{t:.1}"))
-                .unwrap_or_else(|| "-".into())
+                .unwrap_or_else(|| "-".into()),
+            r.tenant.as_deref().unwrap_or("-")
         );
     }
 }

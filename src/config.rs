@@ -22,6 +22,45 @@ pub struct Config {
     pub express: ExpressConfig,
     pub classes: Classes,
     pub classify: ClassifyConfig,
+    pub tenants: Vec<Tenant>,
+}
+
+/// At most this many `[[tenants]]` (MAX_TENANTS in src/bpf/intf.h).
+pub const MAX_TENANTS: usize = crate::bpf_intf::express_consts_MAX_TENANTS as usize;
+
+/// A tenant's name is at most this long (TENANT_NAME_LEN, less its NUL).
+pub const TENANT_NAME_MAX: usize = crate::bpf_intf::express_consts_TENANT_NAME_LEN as usize - 1;
+
+/// One `[[tenants]]` entry: the express tasks of `class` in a cgroup
+/// subtree, with a budget of their own. Unset numbers are the class's.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tenant {
+    pub name: String,
+    /// cgroup v2 path prefix: that cgroup and its descendants.
+    pub cgroup: String,
+    pub class: ClassName,
+    pub burst_ms: Option<u64>,
+    pub rate: Option<f64>,
+    pub max_share: Option<f64>,
+    pub latency_target_us: Option<u64>,
+}
+
+impl Tenant {
+    /// The tenant's budget: its own numbers, the class's where unset.
+    pub fn budget(&self, classes: &Classes) -> ClassConfig {
+        let base = match self.class {
+            ClassName::Gpu => &classes.gpu,
+            _ => &classes.agent,
+        };
+        ClassConfig {
+            burst_ms: self.burst_ms.unwrap_or(base.burst_ms),
+            rate: self.rate.unwrap_or(base.rate),
+            max_share: self.max_share.unwrap_or(base.max_share),
+            latency_target_us: self.latency_target_us.unwrap_or(base.latency_target_us),
+            ..base.clone()
+        }
+    }
 }
 
 /// A task class, as written in config files and on the command line.
@@ -144,6 +183,7 @@ pub struct ClassConfig {
     pub burst_ms: u64,
     pub rate: f64,
     pub max_share: f64,
+    pub latency_target_us: u64,
     pub scope: Scope,
 }
 
@@ -253,6 +293,7 @@ impl Default for Classes {
                 burst_ms: 20,
                 rate: 0.9,
                 max_share: 0.5,
+                latency_target_us: 1000,
                 scope: Scope::Thread,
             },
             agent: ClassConfig {
@@ -260,6 +301,7 @@ impl Default for Classes {
                 burst_ms: 10,
                 rate: 0.5,
                 max_share: 0.25,
+                latency_target_us: 2000,
                 scope: Scope::Thread,
             },
         }
@@ -276,6 +318,7 @@ impl<'de> Deserialize<'de> for Classes {
             burst_ms: Option<u64>,
             rate: Option<f64>,
             max_share: Option<f64>,
+            latency_target_us: Option<u64>,
             scope: Option<Scope>,
         }
         #[derive(Deserialize)]
@@ -291,6 +334,7 @@ impl<'de> Deserialize<'de> for Classes {
                 burst_ms: p.burst_ms.unwrap_or(base.burst_ms),
                 rate: p.rate.unwrap_or(base.rate),
                 max_share: p.max_share.unwrap_or(base.max_share),
+                latency_target_us: p.latency_target_us.unwrap_or(base.latency_target_us),
                 scope: p.scope.unwrap_or(base.scope),
             }
         }
@@ -437,7 +481,104 @@ impl Config {
                 }
             }
         }
+        errs.extend(self.tenant_errors());
         errs
+    }
+
+    /// Tenants: at most MAX_TENANTS, each valid, one tenant per cgroup
+    /// and class.
+    fn tenant_errors(&self) -> Vec<ConfigError> {
+        let mut errs = Vec::new();
+        if self.tenants.len() > MAX_TENANTS {
+            errs.push(ConfigError {
+                key: "tenants".into(),
+                reason: format!(
+                    "{} tenants configured, at most {MAX_TENANTS}: merge some",
+                    self.tenants.len()
+                ),
+            });
+        }
+        let mut names = std::collections::HashSet::new();
+        let mut paths = std::collections::HashSet::new();
+        for (i, t) in self.tenants.iter().enumerate() {
+            let mut err = |f: &str, reason: String| {
+                errs.push(ConfigError {
+                    key: format!("tenants[{i}].{f}"),
+                    reason,
+                })
+            };
+            if !names.insert(t.name.as_str()) {
+                err(
+                    "name",
+                    format!("{:?} names two tenants: names must be unique", t.name),
+                );
+            }
+            let cg = t.cgroup.trim_end_matches('/');
+            if !paths.insert((if cg.is_empty() { "/" } else { cg }, t.class)) {
+                err(
+                    "cgroup",
+                    format!(
+                        "{:?} has two {} tenants: a cgroup has one tenant per class",
+                        t.cgroup,
+                        t.class.as_str()
+                    ),
+                );
+            }
+            for (f, reason) in self.tenant_entry_errors(t) {
+                err(f, reason);
+            }
+        }
+        errs
+    }
+
+    /// One tenant's own errors: (field, reason).
+    fn tenant_entry_errors(&self, t: &Tenant) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        let name_ok = !t.name.is_empty()
+            && t.name.len() <= TENANT_NAME_MAX
+            && t.name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+        if !name_ok {
+            out.push((
+                "name",
+                format!(
+                    "{:?} must be 1 to {TENANT_NAME_MAX} letters, digits, '-', '_' or '.'",
+                    t.name
+                ),
+            ));
+        }
+        if let Some(why) = cgroup_path_error(&t.cgroup) {
+            out.push(("cgroup", format!("{:?} {why}", t.cgroup)));
+        }
+        if t.class == ClassName::Normal {
+            let why = "must be \"gpu\" or \"agent\": normal tasks have no express budget";
+            out.push(("class", why.into()));
+        }
+        let class = if t.class == ClassName::Gpu {
+            "gpu"
+        } else {
+            "agent"
+        };
+        let numbers = [
+            ("burst_ms", t.burst_ms.map(|v| v as f64)),
+            ("rate", t.rate),
+            ("max_share", t.max_share),
+            ("latency_target_us", t.latency_target_us.map(|v| v as f64)),
+        ];
+        for (f, v) in numbers {
+            let Some(v) = v else { continue };
+            let key = format!("classes.{class}.{f}");
+            let Some(r) = ranges::range_of(&key) else {
+                continue;
+            };
+            let (lo, hi) = (self.resolve(r.lo), self.resolve(r.hi));
+            // NaN is in no range.
+            if !(v >= lo && v <= hi) {
+                out.push((f, format!("{v} is out of range {r} (that of {key})")));
+            }
+        }
+        out
     }
 
     /// The error of `r.key`, if its value is outside its range.
@@ -507,6 +648,7 @@ impl Config {
                 };
                 return match field {
                     "burst_ms" => Some(c.burst_ms as f64),
+                    "latency_target_us" => Some(c.latency_target_us as f64),
                     "rate" => Some(c.rate),
                     "max_share" => Some(c.max_share),
                     _ => None,
@@ -515,6 +657,20 @@ impl Config {
         };
         Some(int as f64)
     }
+}
+
+/// Why `p` is not a cgroup v2 path such as "/agents/team-a", if it is not.
+fn cgroup_path_error(p: &str) -> Option<&'static str> {
+    if !p.starts_with('/') {
+        return Some("must be an absolute cgroup path such as \"/agents/team-a\"");
+    }
+    if p.split('/').any(|c| c == "." || c == "..") {
+        return Some("may not contain \".\" or \"..\" components");
+    }
+    if p.contains("//") || p.chars().any(|c| c.is_control()) {
+        return Some("has an empty component or a control character");
+    }
+    None
 }
 
 /// " (line N: `text of that line`)" for a byte offset, to point at the key.
@@ -827,6 +983,85 @@ mod tests {
         assert!(e.to_string().contains("cannot read"), "{e}");
         let e = Config::load(Path::new("/")).unwrap_err();
         assert!(e.to_string().contains("directory"), "{e}");
+    }
+
+    const TWO_TENANTS: &str = "[[tenants]]\nname = \"a\"\ncgroup = \"/agents/a\"\n\
+        class = \"agent\"\nrate = 0.1\nmax_share = 0.05\n\
+        [[tenants]]\nname = \"b\"\ncgroup = \"/agents/b\"\nclass = \"gpu\"\n\
+        latency_target_us = 500\n";
+
+    #[test]
+    fn tenants_parse_and_default_to_their_class() {
+        let c = Config::parse(TWO_TENANTS, "t").unwrap();
+        assert_eq!(c.tenants.len(), 2);
+        let a = c.tenants[0].budget(&c.classes);
+        assert_eq!((a.rate, a.max_share), (0.1, 0.05));
+        assert_eq!(a.burst_ms, c.classes.agent.burst_ms, "unset: the class's");
+        assert_eq!(a.latency_target_us, c.classes.agent.latency_target_us);
+        let b = c.tenants[1].budget(&c.classes);
+        assert_eq!(b.latency_target_us, 500);
+        assert_eq!(
+            b.rate, c.classes.gpu.rate,
+            "a gpu tenant takes the gpu class's"
+        );
+    }
+
+    fn tenant(fields: &str) -> String {
+        format!("[[tenants]]\nname = \"a\"\ncgroup = \"/a\"\nclass = \"agent\"\n{fields}")
+    }
+
+    #[test]
+    fn bad_tenants_are_rejected_with_their_key() {
+        let dup =
+            format!("{TWO_TENANTS}[[tenants]]\nname = \"a\"\ncgroup = \"/x\"\nclass = \"agent\"\n");
+        assert_eq!(err_keys(&dup), ["tenants[2].name"]);
+        let relative = tenant("").replace("\"/a\"", "\"agents\"");
+        assert_eq!(err_keys(&relative), ["tenants[0].cgroup"]);
+        let dots = tenant("").replace("\"/a\"", "\"/a/../b\"");
+        assert_eq!(err_keys(&dots), ["tenants[0].cgroup"]);
+        let normal = tenant("").replace("\"agent\"", "\"normal\"");
+        assert_eq!(err_keys(&normal), ["tenants[0].class"]);
+        assert_eq!(err_keys(&tenant("rate = 1.5\n")), ["tenants[0].rate"]);
+        assert_eq!(
+            err_keys(&tenant("max_share = -0.1\nburst_ms = 20000\n")),
+            ["tenants[0].burst_ms", "tenants[0].max_share"]
+        );
+        assert_eq!(
+            err_keys(&tenant("latency_target_us = 0\n")),
+            ["tenants[0].latency_target_us"]
+        );
+        let bad_name = tenant("").replace("name = \"a\"", "name = \"a b\"");
+        assert_eq!(err_keys(&bad_name), ["tenants[0].name"]);
+        let msg = Config::parse(&tenant("cpu = 3\n"), "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("unknown field") && msg.contains("cpu"),
+            "{msg}"
+        );
+        let missing = "[[tenants]]\nname = \"a\"\nclass = \"agent\"\n";
+        let msg = Config::parse(missing, "t.toml").unwrap_err().to_string();
+        assert!(msg.contains("cgroup"), "{msg}");
+    }
+
+    #[test]
+    fn one_tenant_per_cgroup_and_class_and_at_most_max_tenants() {
+        let same = format!(
+            "{}[[tenants]]\nname = \"b\"\ncgroup = \"/a/\"\nclass = \"agent\"\n",
+            tenant("")
+        );
+        assert_eq!(err_keys(&same), ["tenants[1].cgroup"]);
+        let other_class = same.replace("/a/\"\nclass = \"agent\"", "/a\"\nclass = \"gpu\"");
+        assert!(
+            Config::parse(&other_class, "t").is_ok(),
+            "gpu and agent tenants may share a cgroup"
+        );
+        let many: String = (0..=MAX_TENANTS)
+            .map(|i| {
+                format!("[[tenants]]\nname = \"t{i}\"\ncgroup = \"/t{i}\"\nclass = \"agent\"\n")
+            })
+            .collect();
+        assert_eq!(err_keys(&many), ["tenants"]);
     }
 
     #[test]

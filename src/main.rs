@@ -21,6 +21,7 @@ mod preflight;
 mod probes;
 mod scheduler;
 mod stats;
+mod tenants;
 mod trace;
 
 use std::mem::MaybeUninit;

@@ -26,7 +26,8 @@ use crate::fair::{Decision, FairParams, FairPolicy, Runnable};
 use crate::preflight;
 use crate::probes::{Attacher, ProbeKind, ProbeManager, ProbePoint, ProbeThread};
 use crate::stats::{
-    self, ClassMetrics, CpuMetrics, Metrics, SharedMetrics, Source, CLASS_STATS, STATS,
+    self, ClassMetrics, CpuMetrics, Metrics, SharedMetrics, Source, TenantMetrics, CLASS_STATS,
+    STATS, TENANT_STATS,
 };
 
 const US: u64 = 1_000;
@@ -80,8 +81,65 @@ pub fn apply_knobs(k: &mut crate::bpf_skel::types::data_knobs, cfg: &Config, top
         k.class_burst_ns[i] = class.burst_ms * MS;
         k.class_rate_ppm[i] = (class.rate * 1e6).round() as u64;
         // Quota per 100 ms period (budget.bpf.c), all CPUs together.
-        k.class_quota_ns[i] = (class.max_share * nr_cpus * 100.0 * MS as f64) as u64;
+        k.class_quota_ns[i] = quota_ns(class.max_share, nr_cpus);
+        k.class_lat_target_ns[i] = class.latency_target_us * US;
     }
+    apply_tenant_knobs(k, cfg, nr_cpus);
+}
+
+/// Express time per 100 ms period (budget.bpf.c) for `share` of `nr_cpus`.
+fn quota_ns(share: f64, nr_cpus: f64) -> u64 {
+    (share * nr_cpus * 100.0 * MS as f64) as u64
+}
+
+/// The tenants' knobs: index i is `cfg.tenants[i]`; unused slots have
+/// class 0, which matches no task.
+fn apply_tenant_knobs(k: &mut crate::bpf_skel::types::data_knobs, cfg: &Config, nr_cpus: f64) {
+    k.nr_tenants = cfg.tenants.len().min(k.tenant_class.len()) as u32;
+    for i in 0..k.tenant_class.len() {
+        let Some(t) = cfg.tenants.get(i) else {
+            k.tenant_class[i] = 0;
+            continue;
+        };
+        let b = t.budget(&cfg.classes);
+        k.tenant_class[i] = class_idx(t.class);
+        k.tenant_burst_ns[i] = b.burst_ms * MS;
+        k.tenant_rate_ppm[i] = (b.rate * 1e6).round() as u64;
+        k.tenant_quota_ns[i] = quota_ns(b.max_share, nr_cpus);
+        k.tenant_lat_target_ns[i] = b.latency_target_us * US;
+    }
+}
+
+/// A class's index in BPF (enum task_class).
+fn class_idx(c: crate::config::ClassName) -> u32 {
+    use crate::config::ClassName;
+    match c {
+        ClassName::Normal => bpf_intf::task_class_CLASS_NORMAL,
+        ClassName::Gpu => bpf_intf::task_class_CLASS_GPU,
+        ClassName::Agent => bpf_intf::task_class_CLASS_AGENT,
+    }
+}
+
+/// Pins the maps `mark` and `ps` read, and writes the tenants' cgroups.
+fn pin_maps(skel: &mut BpfSkel, cfg: &Config) -> Result<(Pins, crate::tenants::TenantCgroups)> {
+    let pins = Pins::pin(&mut [
+        (classify::PIN_TASK_CLASS, &mut skel.maps.task_class),
+        (classify::PIN_TASK_CTXS, &mut skel.maps.task_ctxs),
+        (classify::PIN_PROC_CLASS, &mut skel.maps.proc_class),
+        (classify::PIN_TENANT_NAMES, &mut skel.maps.tenant_names),
+    ])?;
+    let mut tenant_cgroups = crate::tenants::TenantCgroups::default();
+    let maps = &skel.maps;
+    tenant_cgroups.sync(&maps.tenant_cgroups, &maps.tenant_names, &cfg.tenants)?;
+    Ok((pins, tenant_cgroups))
+}
+
+/// The latency histogram of `group` (a class, or NR_CLASSES + tenant) in
+/// the summed `lat_stats`.
+fn lat_hist(lat: &[u64], group: u32) -> Vec<u64> {
+    use bpf_intf::*;
+    let base = (group * lat_stat_idx_NR_LAT_STATS + lat_stat_idx_LAT_HIST) as usize;
+    lat[base..base + express_consts_LAT_BUCKETS as usize].to_vec()
 }
 
 /// The first cpuidle state of `cpu` whose exit latency exceeds `limit_us`
@@ -110,6 +168,8 @@ pub struct Scheduler<'a> {
     irq_window_ns: u64,
     /// Longest enqueue -> read delay of a queued task this second.
     user_lag_max_ns: u64,
+    /// Keeps the tenants' cgroup ids in BPF current.
+    tenant_cgroups: crate::tenants::TenantCgroups,
     _pins: Pins,
 }
 
@@ -200,11 +260,7 @@ impl<'a> Scheduler<'a> {
 
         // Classification: pin the class maps for `mark`/`ps`, then scan for
         // CUDA libraries and markers and apply rules on a thread of its own.
-        let pins = Pins::pin(&mut [
-            (classify::PIN_TASK_CLASS, &mut skel.maps.task_class),
-            (classify::PIN_TASK_CTXS, &mut skel.maps.task_ctxs),
-            (classify::PIN_PROC_CLASS, &mut skel.maps.proc_class),
-        ])?;
+        let (pins, tenant_cgroups) = pin_maps(&mut skel, cfg)?;
         let new_libraries = discovery::start_discovery(
             &cfg.classify,
             libbpf_rs::MapHandle::try_from(&skel.maps.task_class)?,
@@ -240,6 +296,7 @@ impl<'a> Scheduler<'a> {
             topo,
             irq_window_ns: cfg.express.irq_window_ms * MS,
             user_lag_max_ns: 0,
+            tenant_cgroups,
             _pins: pins,
         })
     }
@@ -282,6 +339,8 @@ impl<'a> Scheduler<'a> {
         let c = Self::sum_percpu(&maps.stats, stat_idx_NR_EXPRESS_STATS as usize)?;
         let n_lane = task_class_NR_CLASSES * lane_stat_idx_NR_LANE_STATS;
         let lane = Self::sum_percpu(&maps.lane_stats, n_lane as usize)?;
+        let n_lat = express_consts_NR_LAT_GROUPS as u32 * lat_stat_idx_NR_LAT_STATS;
+        let lat = Self::sum_percpu(&maps.lat_stats, n_lat as usize)?;
         let mut m = Metrics::default();
         stats::fill(STATS, &mut m, |src| match src {
             Source::Bpf(i) => Some(c[i as usize]),
@@ -291,9 +350,13 @@ impl<'a> Scheduler<'a> {
             ("gpu", task_class_CLASS_GPU),
             ("agent", task_class_CLASS_AGENT),
         ] {
-            let mut cm = ClassMetrics::default();
+            let mut cm = ClassMetrics {
+                latency_hist: lat_hist(&lat, class),
+                ..Default::default()
+            };
             stats::fill(CLASS_STATS, &mut cm, |src| match src {
                 Source::Lane(i) => Some(lane[(class * lane_stat_idx_NR_LANE_STATS + i) as usize]),
+                Source::Lat(i) => Some(lat[(class * lat_stat_idx_NR_LAT_STATS + i) as usize]),
                 _ => None,
             });
             m.classes.insert(name.to_string(), cm);
@@ -310,7 +373,39 @@ impl<'a> Scheduler<'a> {
         m.probed_libraries = probes.libraries;
         m.launch_windows = probes.windows;
         m.cpus = self.read_cpus()?;
+        m.tenants = self.read_tenants(&lat)?;
         Ok(m)
+    }
+
+    /// Resolves `cfg`'s tenant cgroups into the BPF maps (see tenants.rs).
+    fn sync_tenants(&mut self, cfg: &Config) -> Result<()> {
+        let maps = &self.skel.maps;
+        self.tenant_cgroups
+            .sync(&maps.tenant_cgroups, &maps.tenant_names, &cfg.tenants)
+    }
+
+    /// Per configured tenant: its counters and latency histogram.
+    fn read_tenants(&self, lat: &[u64]) -> Result<BTreeMap<String, TenantMetrics>> {
+        use bpf_intf::*;
+        let n = (express_consts_MAX_TENANTS as u32 * tenant_stat_idx_NR_TENANT_STATS) as usize;
+        let ts = Self::sum_percpu(&self.skel.maps.tenant_stats, n)?;
+        let mut out = BTreeMap::new();
+        for (i, t) in self.cfg.tenants.iter().enumerate() {
+            let i = i as u32;
+            let group = task_class_NR_CLASSES + i;
+            let mut tm = TenantMetrics {
+                class: t.class.as_str().to_string(),
+                latency_hist: lat_hist(lat, group),
+                ..Default::default()
+            };
+            stats::fill(TENANT_STATS, &mut tm, |src| match src {
+                Source::Tenant(k) => Some(ts[(i * tenant_stat_idx_NR_TENANT_STATS + k) as usize]),
+                Source::Lat(k) => Some(lat[(group * lat_stat_idx_NR_LAT_STATS + k) as usize]),
+                _ => None,
+            });
+            out.insert(t.name.clone(), tm);
+        }
+        Ok(out)
     }
 
     /// Express runs and IRQ load per CPU.
@@ -382,6 +477,9 @@ impl<'a> Scheduler<'a> {
             .as_mut()
             .expect("knobs are mapped");
         apply_knobs(knobs, &new, &self.topo);
+        if let Err(e) = self.sync_tenants(&new) {
+            warn!("reload: tenants' cgroups: {e:#}");
+        }
         self.policy.set_params(fair_params(&new));
         self.irq_window_ns = new.express.irq_window_ms * MS;
         self.cfg = new;
@@ -428,6 +526,9 @@ impl<'a> Scheduler<'a> {
                 let dropped = self.policy.prune(classify::monotonic_ns(), FORGET_AFTER_NS);
                 if dropped > 0 {
                     debug!("forgot {dropped} idle tasks");
+                }
+                if let Err(e) = self.sync_tenants(&self.cfg.clone()) {
+                    warn!("tenants' cgroups: {e:#}");
                 }
                 let m = self.metrics()?;
                 if let Some(path) = metrics_file {

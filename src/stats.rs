@@ -56,9 +56,25 @@ pub enum Source {
     Bpf(u32),
     /// The `lane_stats` BPF map, this slot of `enum lane_stat_idx`, per class.
     Lane(u32),
+    /// The `lat_stats` BPF map, this slot of `enum lat_stat_idx`, per class
+    /// or tenant.
+    Lat(u32),
+    /// The `tenant_stats` BPF map, this slot of `enum tenant_stat_idx`.
+    Tenant(u32),
     /// Userspace state: the scheduler sets it (scheduler.rs, `metrics()`).
     User,
 }
+
+/// Upper bounds (µs, exclusive) of the wakeup-latency histogram's buckets
+/// but the last, which is unbounded: 1, 2, 4, ... (LAT_BUCKETS in intf.h).
+pub fn lat_bucket_bounds_us() -> Vec<u64> {
+    (0..lat_stat_idx_NR_LAT_STATS - lat_stat_idx_LAT_HIST - 1)
+        .map(|k| 1u64 << k)
+        .collect()
+}
+
+/// The histogram's description: that of the class and tenant fields.
+const HIST_DESC: &str = "Wakeup-to-run latency histogram: counts of wakeups under 1 us, then 1-2, 2-4, ... us (log2 buckets), the last 262144 us and more";
 
 /// One row of a statistics table.
 pub struct Stat<T> {
@@ -115,7 +131,10 @@ macro_rules! stat_table {
 stat_table! {
     #[stat(_om_prefix = "c_", _om_label = "class")]
     struct ClassMetrics, CLASS_STATS;
-    extra {}
+    extra {
+        #[stat(desc = "Wakeup-to-run latency histogram: counts of wakeups under 1 us, then 1-2, 2-4, ... us (log2 buckets), the last 262144 us and more")]
+        pub latency_hist: Vec<u64>,
+    }
     prev: Counter Events Source::Lane(lane_stat_idx_LANE_PREV), "express_prev",
         "Express wakeups placed on the previous CPU";
     llc: Counter Events Source::Lane(lane_stat_idx_LANE_LLC), "express_llc",
@@ -151,6 +170,37 @@ stat_table! {
         "Express runs that lost the CPU while still runnable";
     cut_short: Counter Events Source::Lane(lane_stat_idx_LANE_CUT_SHORT), "express_cut_short",
         "Express runs that lost the CPU before their slice ended: preempted";
+    tenant_cap: Counter Events Source::Lane(lane_stat_idx_LANE_TENANT_CAP), "tenant_cap",
+        "Tasks whose tenant was over its max_share: sent to the fair path";
+    wakeups: Counter Events Source::Lat(lat_stat_idx_LAT_WAKEUPS), "wakeups",
+        "Wakeups of the class's tasks measured, wakeup to running, by either lane";
+    over_target: Counter Events Source::Lat(lat_stat_idx_LAT_OVER_TARGET), "wakeups_over_target",
+        "Of those, wakeups that waited longer than the class's latency_target_us to run";
+}
+
+stat_table! {
+    #[stat(_om_prefix = "t_", _om_label = "tenant")]
+    struct TenantMetrics, TENANT_STATS;
+    extra {
+        #[stat(desc = "The tenant's class")]
+        pub class: String,
+        #[stat(desc = "Wakeup-to-run latency histogram: counts of wakeups under 1 us, then 1-2, 2-4, ... us (log2 buckets), the last 262144 us and more")]
+        pub latency_hist: Vec<u64>,
+    }
+    express: Counter Events Source::Tenant(tenant_stat_idx_TENANT_EXPRESS), "tenant_express",
+        "Express dispatches of the tenant's tasks";
+    no_tokens: Counter Events Source::Tenant(tenant_stat_idx_TENANT_NO_TOKENS),
+        "tenant_budget_exhausted",
+        "The tenant's tasks out of tokens: sent to the fair path";
+    quota: Counter Events Source::Tenant(tenant_stat_idx_TENANT_QUOTA), "tenant_quota",
+        "The tenant over its own max_share: its tasks sent to the fair path";
+    class_cap: Counter Events Source::Tenant(tenant_stat_idx_TENANT_CLASS_CAP), "tenant_class_cap",
+        "The tenant's class over the class max_share: its tasks sent to the fair path";
+    wakeups: Counter Events Source::Lat(lat_stat_idx_LAT_WAKEUPS), "tenant_wakeups",
+        "Wakeups of the tenant's tasks measured, wakeup to running, by either lane";
+    over_target: Counter Events Source::Lat(lat_stat_idx_LAT_OVER_TARGET),
+        "tenant_wakeups_over_target",
+        "Of those, wakeups that waited longer than the tenant's latency_target_us to run";
 }
 
 stat_table! {
@@ -159,6 +209,8 @@ stat_table! {
     extra {
         #[stat(desc = "Express-lane counters per class")]
         pub classes: BTreeMap<String, ClassMetrics>,
+        #[stat(desc = "Express-lane counters per configured tenant")]
+        pub tenants: BTreeMap<String, TenantMetrics>,
         #[stat(desc = "Per-CPU express runs and IRQ load")]
         pub cpus: BTreeMap<String, CpuMetrics>,
     }
@@ -255,6 +307,32 @@ fn write_rows<T, W: Write>(w: &mut W, tag: &str, table: &[Stat<T>], v: &T) -> Re
     Ok(())
 }
 
+/// Elementwise increase of a histogram since `prev` (same length, or all of it).
+fn hist_delta(cur: &[u64], prev: &[u64]) -> Vec<u64> {
+    if cur.len() != prev.len() {
+        return cur.to_vec();
+    }
+    cur.iter()
+        .zip(prev)
+        .map(|(c, p)| c.wrapping_sub(*p))
+        .collect()
+}
+
+/// `[tag] latency_us <1:N 1-2:N ... 262144+:N` with the non-empty buckets.
+fn write_hist<W: Write>(w: &mut W, tag: &str, hist: &[u64]) -> Result<()> {
+    let bounds = lat_bucket_bounds_us();
+    write!(w, "[{tag}] latency_us")?;
+    for (i, n) in hist.iter().enumerate().filter(|(_, n)| **n > 0) {
+        match (i, bounds.get(i)) {
+            (0, _) => write!(w, " <1:{n}")?,
+            (_, Some(hi)) => write!(w, " {}-{hi}:{n}", hi / 2)?,
+            (_, None) => write!(w, " {}+:{n}", bounds.last().copied().unwrap_or(0))?,
+        }
+    }
+    writeln!(w)?;
+    Ok(())
+}
+
 impl Metrics {
     /// A few human-readable lines per interval: `[fair]` for the machine,
     /// `[<class>]` per express class.
@@ -262,6 +340,11 @@ impl Metrics {
         write_rows(w, "fair", STATS, self)?;
         for (name, c) in &self.classes {
             write_rows(w, name, CLASS_STATS, c)?;
+            write_hist(w, name, &c.latency_hist)?;
+        }
+        for (name, t) in &self.tenants {
+            write_rows(w, &format!("tenant {name}"), TENANT_STATS, t)?;
+            write_hist(w, &format!("tenant {name}"), &t.latency_hist)?;
         }
         Ok(())
     }
@@ -272,6 +355,18 @@ impl Metrics {
         for (k, c) in out.classes.iter_mut() {
             if let Some(p) = prev.classes.get(k) {
                 *c = delta_rows(CLASS_STATS, &self.classes[k], p);
+            }
+        }
+        for (k, c) in out.classes.iter_mut() {
+            if let Some(p) = prev.classes.get(k) {
+                c.latency_hist = hist_delta(&c.latency_hist, &p.latency_hist);
+            }
+        }
+        for (k, t) in out.tenants.iter_mut() {
+            if let Some(p) = prev.tenants.get(k) {
+                let hist = hist_delta(&t.latency_hist, &p.latency_hist);
+                *t = delta_rows(TENANT_STATS, &self.tenants[k], p);
+                t.latency_hist = hist;
             }
         }
         for (k, c) in out.cpus.iter_mut() {
@@ -296,6 +391,34 @@ fn om_family(out: &mut String, name: &str, kind: Kind, help: &str, samples: &[(S
     }
 }
 
+/// A histogram family: cumulative `_bucket{le=...}` samples (the bounds
+/// in µs) and `_count`, per label set. No `_sum`: BPF keeps no sum.
+fn om_histogram<'a>(
+    out: &mut String,
+    name: &str,
+    hists: impl Iterator<Item = (String, &'a Vec<u64>)>,
+) {
+    use std::fmt::Write as _;
+    let bounds = lat_bucket_bounds_us();
+    let _ = writeln!(out, "# HELP scx_express_{name} {}", HIST_DESC);
+    let _ = writeln!(out, "# TYPE scx_express_{name} histogram");
+    for (labels, hist) in hists {
+        let mut cum = 0u64;
+        for (i, n) in hist.iter().enumerate() {
+            cum += n;
+            let le = bounds
+                .get(i)
+                .map(|b| b.to_string())
+                .unwrap_or_else(|| "+Inf".into());
+            let _ = writeln!(
+                out,
+                "scx_express_{name}_bucket{{{labels},le=\"{le}\"}} {cum}"
+            );
+        }
+        let _ = writeln!(out, "scx_express_{name}_count{{{labels}}} {cum}");
+    }
+}
+
 /// The metrics in the Prometheus/OpenMetrics text format, for a textfile
 /// collector or any scraper that reads files.
 pub fn openmetrics_text(m: &Metrics) -> String {
@@ -312,6 +435,24 @@ pub fn openmetrics_text(m: &Metrics) -> String {
             .collect();
         om_family(&mut out, s.om_name, s.kind, s.desc, &samples);
     }
+    for s in TENANT_STATS {
+        let samples: Vec<_> = m
+            .tenants
+            .iter()
+            .map(|(k, t)| (format!("{{tenant=\"{k}\"}}"), (s.get)(t) as f64))
+            .collect();
+        om_family(&mut out, s.om_name, s.kind, s.desc, &samples);
+    }
+    let hists = m
+        .classes
+        .iter()
+        .map(|(k, c)| (format!("class=\"{k}\""), &c.latency_hist));
+    om_histogram(&mut out, "wakeup_latency_us", hists);
+    let hists = m
+        .tenants
+        .iter()
+        .map(|(k, t)| (format!("tenant=\"{k}\""), &t.latency_hist));
+    om_histogram(&mut out, "tenant_wakeup_latency_us", hists);
     // The per-CPU gauge's description is its scx_stats one.
     let meta = CpuMetrics::meta();
     let help = meta.fields["irq_pct"].attrs.desc.as_deref().unwrap_or("");
@@ -340,6 +481,7 @@ pub type SharedMetrics = Arc<Mutex<Metrics>>;
 fn server_data(metrics: SharedMetrics) -> StatsServerData<(), ()> {
     StatsServerData::new()
         .add_meta(ClassMetrics::meta())
+        .add_meta(TenantMetrics::meta())
         .add_meta(CpuMetrics::meta())
         .add_meta(Metrics::meta())
         .add_stats(
@@ -452,6 +594,37 @@ mod tests {
             lane,
             "enum lane_stat_idx",
         );
+        let tenant = |s| match s {
+            Source::Tenant(i) => Some(i),
+            _ => None,
+        };
+        assert_one_row_per_slot(
+            TENANT_STATS,
+            tenant_stat_idx_NR_TENANT_STATS,
+            tenant,
+            "enum tenant_stat_idx",
+        );
+        // The latency counters before the histogram: one row each, per
+        // class and per tenant (the histogram is a field of its own).
+        let lat = |s| match s {
+            Source::Lat(i) => Some(i),
+            _ => None,
+        };
+        for (name, table) in [
+            (
+                "class",
+                CLASS_STATS.iter().map(|s| s.source).collect::<Vec<_>>(),
+            ),
+            ("tenant", TENANT_STATS.iter().map(|s| s.source).collect()),
+        ] {
+            let mut slots: Vec<u32> = table.into_iter().filter_map(lat).collect();
+            slots.sort();
+            assert_eq!(
+                slots,
+                (0..lat_stat_idx_LAT_HIST).collect::<Vec<_>>(),
+                "{name}"
+            );
+        }
         assert!(
             STATS.iter().all(|s| lane(s.source).is_none()),
             "lane slot in STATS"
@@ -504,6 +677,12 @@ mod tests {
         }
         check(STATS, Metrics::meta());
         check(CLASS_STATS, ClassMetrics::meta());
+        check(TENANT_STATS, TenantMetrics::meta());
+        let class: Vec<_> = CLASS_STATS.iter().map(|s| s.om_name).collect();
+        assert!(
+            TENANT_STATS.iter().all(|s| !class.contains(&s.om_name)),
+            "a tenant family shares a name with a class one"
+        );
         let top: Vec<_> = STATS.iter().map(|s| s.om_name).collect();
         assert!(
             CLASS_STATS.iter().all(|s| !top.contains(&s.om_name)),
@@ -601,6 +780,60 @@ mod tests {
             let value = line.rsplit(' ').next().unwrap();
             assert!(value.parse::<f64>().is_ok(), "bad sample line {line:?}");
         }
+    }
+
+    fn hist(pairs: &[(usize, u64)]) -> Vec<u64> {
+        let mut h = vec![0; express_consts_LAT_BUCKETS as usize];
+        for &(i, n) in pairs {
+            h[i] = n;
+        }
+        h
+    }
+
+    #[test]
+    fn tenants_show_in_text_openmetrics_and_deltas() {
+        let mut a = Metrics::default();
+        a.tenants.insert(
+            "team-a".into(),
+            TenantMetrics {
+                class: "agent".into(),
+                express: 10,
+                quota: 3,
+                wakeups: 6,
+                latency_hist: hist(&[(0, 1), (3, 5)]),
+                ..Default::default()
+            },
+        );
+        let mut buf = Vec::new();
+        a.format(&mut buf).unwrap();
+        let text = String::from_utf8(buf).unwrap();
+        assert!(text.contains("[tenant team-a] express 10 "), "{text}");
+        assert!(
+            text.contains("[tenant team-a] latency_us <1:1 4-8:5\n"),
+            "{text}"
+        );
+        let om = openmetrics_text(&a);
+        assert!(
+            om.contains("scx_express_tenant_quota_total{tenant=\"team-a\"} 3"),
+            "{om}"
+        );
+        assert!(
+            om.contains("# TYPE scx_express_tenant_wakeup_latency_us histogram"),
+            "{om}"
+        );
+        // Cumulative buckets: le=4 holds bucket 0 only; le=8 adds bucket 3.
+        let b = "scx_express_tenant_wakeup_latency_us_bucket{tenant=\"team-a\",";
+        assert!(om.contains(&format!("{b}le=\"4\"}} 1\n")), "{om}");
+        assert!(om.contains(&format!("{b}le=\"8\"}} 6\n")), "{om}");
+        assert!(om.contains(&format!("{b}le=\"+Inf\"}} 6\n")), "{om}");
+        let mut b2 = a.clone();
+        let t = b2.tenants.get_mut("team-a").unwrap();
+        t.express = 15;
+        t.latency_hist = hist(&[(0, 1), (3, 9)]);
+        let d = b2.delta(&a);
+        assert_eq!(d.tenants["team-a"].express, 5);
+        assert_eq!(d.tenants["team-a"].latency_hist, hist(&[(3, 4)]));
+        assert_eq!(d.tenants["team-a"].class, "agent");
     }
 
     #[test]

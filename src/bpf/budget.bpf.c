@@ -12,6 +12,12 @@
  * Per class, a quota: in each period of CLASS_PERIOD_NS, the class's express
  * running time may not exceed class_quota_ns (max_share x CPUs x period),
  * so many express tasks together cannot starve the rest of the machine.
+ *
+ * Per tenant (tenant.bpf.c), the same two with the tenant's numbers: its
+ * tasks' buckets use the tenant's burst and rate, and the tenant has a
+ * quota of its own per period, so that one tenant's runaway tasks cannot
+ * spend another tenant's share. The class quota still applies on top: it
+ * bounds all tenants of the class and the tasks in none together.
  */
 #include "express.bpf.h"
 
@@ -35,9 +41,38 @@ KNOB u64 class_quota_ns[NR_CLASSES];
 volatile u64 class_period_start[NR_CLASSES];
 volatile u64 class_used_ns[NR_CLASSES];
 
-static void budget_refill(struct task_ctx *tctx, u32 class, u64 now)
+/*
+ * Per tenant (by index): the class it applies to (0: no tenant at this
+ * index), its bucket (tenants.burst_ms, tenants.rate, as the class's) and
+ * its quota per period (tenants.max_share x CPUs x period). Unset ones are
+ * the class's values, filled in by userspace.
+ */
+KNOB u32 tenant_class[MAX_TENANTS];
+KNOB u64 tenant_burst_ns[MAX_TENANTS];
+KNOB u64 tenant_rate_ppm[MAX_TENANTS];
+KNOB u64 tenant_quota_ns[MAX_TENANTS];
+
+/* Per tenant: start of the current period and express time used in it. */
+volatile u64 tenant_period_start[MAX_TENANTS];
+volatile u64 tenant_used_ns[MAX_TENANTS];
+
+/*
+ * @tctx's tenant (index + 1) as of its last resolution, if that tenant is
+ * still configured for @class (a reload may have changed it); else 0.
+ */
+__hidden u32 budget_tenant(struct task_ctx *tctx, u32 class)
 {
-	s64 burst = class_burst_ns[class];
+	u32 t = tctx->tenant;
+
+	if (!t || t > MAX_TENANTS || tenant_class[t - 1] != class)
+		return 0;
+	return t;
+}
+
+static void budget_refill(struct task_ctx *tctx, u32 class, u32 t, u64 now)
+{
+	s64 burst = t ? tenant_burst_ns[t - 1] : class_burst_ns[class];
+	u64 rate = t ? tenant_rate_ppm[t - 1] : class_rate_ppm[class];
 	s64 gain;
 	u64 elapsed;
 
@@ -51,34 +86,52 @@ static void budget_refill(struct task_ctx *tctx, u32 class, u64 now)
 		return;
 
 	elapsed = now - tctx->refill_ns;
-	gain = elapsed / 1000 * class_rate_ppm[class] / 1000;
+	gain = elapsed / 1000 * rate / 1000;
 	tctx->tokens_ns = tctx->tokens_ns + gain > burst ? burst : tctx->tokens_ns + gain;
 	tctx->refill_ns = now;
 }
 
-/* Is @class under its quota in the current period? */
-static bool class_under_quota(u32 class, u64 now)
+/* Is the period at @start, with @used of @quota spent, under quota at @now? */
+static bool under_quota(volatile u64 *start, volatile u64 *used, u64 quota, u64 now)
 {
-	u64 start = class_period_start[class];
-
-	if (now - start >= CLASS_PERIOD_NS) {
+	if (now - *start >= CLASS_PERIOD_NS) {
 		/* New period; a racing CPU doing the same is harmless. */
-		class_period_start[class] = now;
-		class_used_ns[class] = 0;
+		*start = now;
+		*used = 0;
 		return true;
 	}
-	return class_used_ns[class] < class_quota_ns[class];
+	return *used < quota;
 }
 
 /* Why @tctx may not use the lane now (its lane stat), or NR_LANE_STATS. */
 static u32 budget_denial(struct task_ctx *tctx, u32 class, u64 now)
 {
-	budget_refill(tctx, class, now);
+	u32 t = budget_tenant(tctx, class);
+
+	budget_refill(tctx, class, t, now);
 	if (tctx->tokens_ns <= 0)
 		return LANE_NO_TOKENS;
-	if (!class_under_quota(class, now))
+	if (t && t <= MAX_TENANTS &&
+	    !under_quota(&tenant_period_start[t - 1], &tenant_used_ns[t - 1],
+			 tenant_quota_ns[t - 1], now))
+		return LANE_TENANT_CAP;
+	if (!under_quota(&class_period_start[class], &class_used_ns[class], class_quota_ns[class],
+			 now))
 		return LANE_CLASS_CAP;
 	return NR_LANE_STATS;
+}
+
+/* The tenant counter of a lane denial. */
+static u32 tenant_denial(u32 why)
+{
+	switch (why) {
+	case LANE_NO_TOKENS:
+		return TENANT_NO_TOKENS;
+	case LANE_TENANT_CAP:
+		return TENANT_QUOTA;
+	default:
+		return TENANT_CLASS_CAP;
+	}
 }
 
 __hidden bool budget_has_tokens(struct task_ctx *tctx, u32 class, u64 now)
@@ -90,6 +143,7 @@ __hidden bool budget_has_tokens(struct task_ctx *tctx, u32 class, u64 now)
 	why = budget_denial(tctx, class, now);
 	if (why != NR_LANE_STATS) {
 		lane_stat_inc(class, why);
+		tenant_stat_inc(budget_tenant(tctx, class), tenant_denial(why));
 		return false;
 	}
 	return true;
@@ -97,7 +151,7 @@ __hidden bool budget_has_tokens(struct task_ctx *tctx, u32 class, u64 now)
 
 __hidden void budget_charge(struct task_ctx *tctx, u64 now)
 {
-	u32 class = tctx->lane_class;
+	u32 class = tctx->lane_class, t;
 	u64 used;
 
 	if (!tctx->express_since_ns || time_before(now, tctx->express_since_ns))
@@ -106,8 +160,12 @@ __hidden void budget_charge(struct task_ctx *tctx, u64 now)
 	tctx->tokens_ns -= used;
 	tctx->express_exec_ns += used;
 	tctx->express_since_ns = 0;
-	if (class < NR_CLASSES)
-		__sync_fetch_and_add(&class_used_ns[class], used);
+	if (class >= NR_CLASSES)
+		return;
+	__sync_fetch_and_add(&class_used_ns[class], used);
+	t = budget_tenant(tctx, class);
+	if (t && t <= MAX_TENANTS)
+		__sync_fetch_and_add(&tenant_used_ns[t - 1], used);
 }
 
 /*

@@ -28,6 +28,8 @@ void stat_add(enum stat_idx idx, u64 val);
 void stat_inc(enum stat_idx idx);
 void lane_stat_add(u32 class, enum lane_stat_idx idx, u64 val);
 void lane_stat_inc(u32 class, enum lane_stat_idx idx);
+void tenant_stat_inc(u32 tenant, enum tenant_stat_idx idx);
+void lat_record(u32 class, u32 tenant, u64 ns);
 
 /* ---- The scheduler's per-task and per-CPU state (ctx.bpf.c) ---- */
 struct task_ctx *task_ctx_get(struct task_struct *p);
@@ -37,7 +39,11 @@ struct cpu_ctx *cpu_ctx_of(s32 cpu);
 /* ---- Task class (classify.bpf.c) ---- */
 u32 task_class_of(struct task_struct *p);
 
+/* ---- Tenants: which tenant a task's cgroup belongs to (tenant.bpf.c) ---- */
+u32 tenant_resolve(struct task_struct *p, u32 class);
+
 /* ---- Budget: per-task token bucket (budget.bpf.c) ---- */
+u32 budget_tenant(struct task_ctx *tctx, u32 class);
 bool budget_has_tokens(struct task_ctx *tctx, u32 class, u64 now);
 void budget_charge(struct task_ctx *tctx, u64 now);
 bool budget_extend(struct task_ctx *tctx, u32 class, u64 now);

@@ -30,6 +30,17 @@ enum express_consts {
 	NR_FAIR_CLOCKS = MAX_CPUS + 1,
 	/* Dispatch target meaning "any CPU the task may run on". */
 	CPU_ANY = -1,
+	/* Configured [[tenants]], at most (tenant.bpf.c, src/config.rs). */
+	MAX_TENANTS = 16,
+	/* Bytes of a tenant's name in `tenant_names`, with its NUL. */
+	TENANT_NAME_LEN = 32,
+	/*
+	 * Wakeup-latency histogram buckets: [0] under 1 us, [k] 2^(k-1) to
+	 * 2^k us, the last one 2^(LAT_BUCKETS-2) us (262 ms) and more.
+	 */
+	LAT_BUCKETS = 20,
+	/* Latency groups (`lat_stats`): one per class, then one per tenant. */
+	NR_LAT_GROUPS = 3 + MAX_TENANTS,
 };
 
 /* Per-CPU event counters (the `stats` map); userspace sums them. */
@@ -72,7 +83,29 @@ enum lane_stat_idx {
 	LANE_WAIT_OVER_1MS,  /* express dispatches that waited over 1 ms to run */
 	LANE_LOST_CPU,	     /* express runs that lost the CPU while still runnable */
 	LANE_CUT_SHORT,	     /* of those, before their slice ended (preempted) */
+	LANE_TENANT_CAP,     /* task's tenant over its max_share: fair path */
 	NR_LANE_STATS,
+};
+
+/* Per-tenant counters (the `tenant_stats` map: tenant * NR_TENANT_STATS + idx). */
+enum tenant_stat_idx {
+	TENANT_EXPRESS,	  /* express dispatches of the tenant's tasks */
+	TENANT_NO_TOKENS, /* its tasks out of tokens: fair path */
+	TENANT_QUOTA,	  /* the tenant over its own max_share: fair path */
+	TENANT_CLASS_CAP, /* its class over the class max_share: fair path */
+	NR_TENANT_STATS,
+};
+
+/*
+ * Wakeup -> running latency of express-class tasks, whichever lane ran
+ * them (the `lat_stats` map: group * NR_LAT_STATS + idx, group a class or
+ * NR_CLASSES + tenant). The histogram follows the two counters.
+ */
+enum lat_stat_idx {
+	LAT_WAKEUPS,	 /* wakeups measured */
+	LAT_OVER_TARGET, /* of those, over the latency target */
+	LAT_HIST,	 /* first of LAT_BUCKETS histogram buckets */
+	NR_LAT_STATS = LAT_HIST + LAT_BUCKETS,
 };
 
 /* Per-CPU state for placement (the `cpu_ctxs` array map, one per CPU). */
@@ -144,6 +177,22 @@ struct task_ctx {
 	u32 fair_clock;	       /* index of the virtual clock it counts on, +1 (0: none yet) */
 	u64 fair_queued_ns;    /* BPF fair policy: last put in a fair DSQ at (starvation guard) */
 	u32 wake_sync;	       /* ops.select_cpu() saw a synchronous wakeup */
+	u32 tenant;	       /* tenant index + 1 at its last resolution, 0: none */
+	u32 wake_class;	       /* class it woke up as (wake_ns valid) */
+	u64 wake_ns;	       /* express-class wakeup at, 0 once running */
+};
+
+/*
+ * Value of the `tenant_cgroups` map (key: cgroup id): per class, the index
+ * + 1 of the tenant whose cgroup this is, 0 for none.
+ */
+struct tenant_cgroup {
+	u32 tenant[NR_CLASSES];
+};
+
+/* Value of the `tenant_names` array (for `scx_express ps`). */
+struct tenant_name {
+	char name[TENANT_NAME_LEN];
 };
 
 /*

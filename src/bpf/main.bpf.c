@@ -73,6 +73,7 @@
  *      `cpu_ctxs`).
  *    - classify.bpf.c: the task class and its uprobes (section 2).
  *    - cpu_quality.bpf.c: per-CPU IRQ time and idle depth.
+ *    - tenant.bpf.c: which [[tenants]] entry a task's cgroup belongs to.
  *    - budget.bpf.c: token buckets and class quotas (section 3).
  *    - placement.bpf.c: the express lane (section 4).
  *    - fair.bpf.c: the fair path's policy, DSQs and pick (section 5).
@@ -95,7 +96,8 @@ char _license[] SEC("license") = "GPL";
  * Each knob is defined in the file that reads it, next to the code it
  * steers, with what it does and its unit: fair.bpf.c (fair.*, but
  * fair.direct_idle, below), usersched.bpf.c (fair.rescue_ms, fair.requeue_preempted),
- * placement.bpf.c (express.*, classes.*.enabled), budget.bpf.c (classes.*: burst, rate, max_share),
+ * placement.bpf.c (express.*, classes.*.enabled), budget.bpf.c (classes.*: burst, rate, max_share;
+ * the same per tenant), tenant.bpf.c (the number of tenants), stats.bpf.c (latency targets),
  * cpu_quality.bpf.c (IRQ and idle-depth limits) and classify.bpf.c (classify.*). The ones below are
  * main.bpf.c's own; fair.bpf.c's fair_user_mode and slice_max_ns are read here too.
  */

@@ -43,16 +43,38 @@ KNOB bool express_preempt = true;
  */
 KNOB bool express_quiet_only = false;
 
+/*
+ * An express-class task is being placed: resolve its tenant, unless this
+ * wakeup's ops.select_cpu() did (wake_ns set); on a wakeup, note when it
+ * woke for the latency histogram. Ordinary tasks never get here.
+ */
+static void note_placement(struct task_struct *p, struct task_ctx *tctx, u32 class, bool wakeup,
+			   u64 now)
+{
+	if (tctx->wake_ns)
+		return;
+	tctx->tenant = tenant_resolve(p, class);
+	if (wakeup) {
+		tctx->wake_ns = now;
+		tctx->wake_class = class;
+	}
+}
+
 /* The express class @p may use now, or CLASS_NORMAL. */
-static u32 express_class(struct task_struct *p, struct task_ctx **tctxp)
+static u32 express_class(struct task_struct *p, struct task_ctx **tctxp, bool wakeup)
 {
 	u32 class = task_class_of(p);
 	struct task_ctx *tctx;
+	u64 now;
 
 	if (class == CLASS_NORMAL || class >= NR_CLASSES || !class_enabled[class])
 		return CLASS_NORMAL;
 	tctx = task_ctx_get(p);
-	if (!tctx || !budget_has_tokens(tctx, class, bpf_ktime_get_ns()))
+	if (!tctx)
+		return CLASS_NORMAL;
+	now = bpf_ktime_get_ns();
+	note_placement(p, tctx, class, wakeup, now);
+	if (!budget_has_tokens(tctx, class, now))
 		return CLASS_NORMAL;
 	*tctxp = tctx;
 	return class;
@@ -181,13 +203,14 @@ static void dispatch_express(struct task_struct *p, struct task_ctx *tctx, u32 c
 	tctx->lane_class = class;
 	tctx->fair_dispatched = 0;
 	scx_bpf_dsq_insert(p, dsq, express_slice_ns, enq_flags);
+	tenant_stat_inc(budget_tenant(tctx, class), TENANT_EXPRESS);
 }
 
 __hidden s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 {
 	struct task_ctx *tctx = NULL;
 	const struct cpumask *idle;
-	u32 class = express_class(p, &tctx);
+	u32 class = express_class(p, &tctx, true);
 	u64 now = bpf_ktime_get_ns();
 	struct pick pk;
 	s32 cpu;
@@ -227,10 +250,10 @@ __hidden s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wa
 __hidden bool express_lane_enqueue(struct task_struct *p, u64 enq_flags)
 {
 	struct task_ctx *tctx = NULL;
-	u32 class = express_class(p, &tctx);
+	bool wakeup = enq_flags & SCX_ENQ_WAKEUP;
+	u32 class = express_class(p, &tctx, wakeup);
 	struct cpu_ctx *cc;
 	u64 flags = SCX_ENQ_HEAD;
-	bool wakeup = enq_flags & SCX_ENQ_WAKEUP;
 	s32 cpu;
 
 	if (class == CLASS_NORMAL || !tctx)
@@ -285,6 +308,19 @@ __hidden bool express_lane_keep(struct task_struct *prev)
 	return true;
 }
 
+/*
+ * @tctx's wakeup as an express-class task ends: it runs now, by whichever
+ * lane. Count the wait for its class and tenant.
+ */
+static void note_wakeup_latency(struct task_ctx *tctx, u64 now)
+{
+	u32 class = tctx->wake_class;
+
+	if (time_after(now, tctx->wake_ns))
+		lat_record(class, budget_tenant(tctx, class), now - tctx->wake_ns);
+	tctx->wake_ns = 0;
+}
+
 __hidden void express_lane_running(struct task_ctx *tctx, struct cpu_ctx *cc)
 {
 	bool express = tctx && tctx->express_queued;
@@ -295,6 +331,8 @@ __hidden void express_lane_running(struct task_ctx *tctx, struct cpu_ctx *cc)
 		if (express)
 			cc->express_runs++;
 	}
+	if (tctx && tctx->wake_ns)
+		note_wakeup_latency(tctx, bpf_ktime_get_ns());
 	if (!express)
 		return;
 	now = bpf_ktime_get_ns();
