@@ -226,7 +226,8 @@ fn run_scheduler(
     // After require_no_scheduler: a state file left now is a crashed run's.
     let online: std::collections::BTreeSet<usize> =
         scx_utils::Topology::new()?.all_cpus.into_keys().collect();
-    let shielded = irq_shield::shielded_cpus(&cfg.express, &online)?;
+    let shielded = irq_shield::shielded_cpus(&cfg.express, &online)
+        .with_context(|| format!("invalid config {source}"))?;
     // Restores on drop: on return, error or not (SIGINT and SIGTERM return).
     let _irq_shield = irq_shield::start(&shielded, &online)?;
     // Keep the scheduler's memory resident: a page fault in the thread that
