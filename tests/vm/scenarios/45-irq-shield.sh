@@ -4,14 +4,15 @@
 # includes CPU 1 is one the log names as not movable, the IRQs that changed
 # are the ones the log names as moved, they all left CPU 1, and at least
 # one moved (else the test proves nothing). The express lane prefers the
-# shielded CPU: the decode stand-in's launcher, on an idle machine, gets at
-# least 75% of its express runs there (a control run without the shield is
+# shielded CPU: an agent-class loop, on an idle machine, gets at least
+# 75% of its express runs there (a control run without the shield is
 # printed). Every affinity is exactly as before after SIGINT; after
 # `kill -9` the affinities stay shielded, and the next start restores them
 # from the state file: a start with the shield off leaves them exactly as
 # before, a start with it on shields them again, and its SIGINT restores
-# them exactly. The guest kernel puts its device IRQs on CPU 0 alone; the
-# test spreads them over both CPUs before the first start.
+# them exactly. A SIGHUP that turns the shield on moves nothing and says it
+# takes effect at the next start. The guest kernel puts its device IRQs on
+# CPU 0 alone; the test spreads them over both CPUs before the first start.
 # vmtest: smp=2 timeout=400 bins=target/release/scx_express files=workloads/build:/opt/w
 # shellcheck source=../guest-lib.sh
 . /lib/vmtest/guest-lib.sh
@@ -92,22 +93,30 @@ shield_ok() {
     echo "ok: $1: the state file lists every moved IRQ"
 }
 
-# express_split WHAT: run the decode stand-in (a gpu launcher that sleeps
-# on every sync) on the idle machine; set $shielded_runs and $all_runs to
-# its express runs on the shielded CPU and on both, over 4 s.
+# express_split WHAT: run an agent-class loop (mark_demo: one thread that
+# sleeps 2 ms, then bursts; nothing else runs) on the idle machine, first
+# on CPU 0; set
+# $shielded_runs and $all_runs to the express runs on the shielded CPU and
+# on both, over 4 s.
 express_split() {
-    /opt/w/decode --duration 9 >/tmp/decode.out 2>&1 &
-    _dec=$!
-    sleep 3 # classified, warmed up
+    # Started on CPU 0 and then allowed both: without the shield the loop
+    # stays on its previous CPU, 0; with it, it moves to the shielded one.
+    taskset 1 /opt/w/mark_demo agent 12 >/tmp/mark.out 2>&1 &
+    _mk=$!
+    wait_until 10 grep -q '^tid=' /tmp/mark.out || fail "$1: mark_demo did not start"
+    _tid=$(sed -n 's/^tid=//p' /tmp/mark.out)
+    wait_until 10 classified_as "$_tid" agent || fail "$1: mark_demo's thread is not agent"
+    taskset -p 3 "$_tid" >/dev/null || fail "$1: cannot allow CPUs 0-1 to thread $_tid"
     stats_snapshot /tmp/s0
     sleep 4
     stats_snapshot /tmp/s1
-    wait "$_dec"
+    kill "$_mk"
+    wait "$_mk"
     _d() { echo $(($(snap_sum /tmp/s1 "$1") - $(snap_sum /tmp/s0 "$1"))); }
     shielded_runs=$(_d cpus.$SHIELD.express_runs)
     all_runs=$(_d "cpus.0.express_runs cpus.1.express_runs")
     log "$1: express runs on CPU $SHIELD: $shielded_runs of $all_runs"
-    [ "$all_runs" -ge 20 ] || fail "$1: only $all_runs express runs: decode was not classified gpu?"
+    [ "$all_runs" -ge 20 ] || fail "$1: only $all_runs express runs: mark_demo not in the lane?"
 }
 
 kill9() {
@@ -143,8 +152,9 @@ grep -q 'irqbalance' /tmp/scx1.log || fail "no irqbalance advice in the log"
 shield_ok "first start" /tmp/scx1.log
 express_split "shielded"
 # Placement step 0 takes the shielded CPU whenever it is idle, which on
-# this idle machine is nearly always (the control below, without the
-# shield, shows the split that prefers the previous CPU instead).
+# this idle machine is nearly always (90-95% in local runs). The control
+# below, without the shield, is printed, not asserted: the loop drifts
+# between the CPUs (35-88% on CPU 1 in local runs).
 [ $((shielded_runs * 100)) -ge $((all_runs * 75)) ] ||
     fail "express wakeups do not prefer the shielded CPU $SHIELD ($shielded_runs of $all_runs runs)"
 echo "ok: express wakeups prefer the shielded CPU ($shielded_runs of $all_runs runs)"
@@ -156,10 +166,18 @@ same_as_before "after SIGINT"
 start_scx /tmp/scx2.log --config /tmp/shield.toml
 shield_ok "second start" /tmp/scx2.log
 kill9 /tmp/scx2.log
-start_scx /tmp/scx3.log
+printf '[express]\nirq_shield = false\n' >/tmp/reload.toml
+start_scx /tmp/scx3.log --config /tmp/reload.toml
 recovered /tmp/scx3.log "restart, shield off"
 same_as_before "restart with the shield off"
 express_split "control, no shield"
+# A reload that turns the shield on changes nothing until the next start.
+cp /tmp/shield.toml /tmp/reload.toml
+kill -HUP "$SCX_PID"
+wait_until 10 grep -q 'irq_shield.*take effect at the next start' /tmp/scx3.log ||
+    { cat /tmp/scx3.log; fail "SIGHUP with irq_shield toggled: no 'next start' warning"; }
+echo "ok: SIGHUP with irq_shield toggled says it takes effect at the next start"
+same_as_before "after the SIGHUP"
 [ ! -e "$STATE" ] || fail "the state file is left after recovery with the shield off"
 stop_scx
 same_as_before "after SIGINT of the unshielded restart"
