@@ -169,6 +169,8 @@ pub struct ExpressConfig {
     pub preempt: bool,
     pub quiet_only: bool,
     pub pm_qos_resume_latency_us: Option<u64>,
+    pub irq_shield: bool,
+    pub irq_shield_cpus: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -281,6 +283,8 @@ impl Default for ExpressConfig {
             preempt: true,
             quiet_only: false,
             pm_qos_resume_latency_us: None,
+            irq_shield: false,
+            irq_shield_cpus: None,
         }
     }
 }
@@ -635,6 +639,7 @@ impl Config {
             "express.irq_hot_pct" => e.irq_hot_pct,
             "express.deep_idle_us" => e.deep_idle_us,
             "express.pm_qos_resume_latency_us" => e.pm_qos_resume_latency_us?,
+            "express.irq_shield_cpus" => e.irq_shield_cpus?,
             "classify.scan_interval_ms" => k.scan_interval_ms,
             "classify.idle_demote_ms" => k.idle_demote_ms,
             "classify.launch_window_ms" => k.launch_window_ms,
@@ -826,6 +831,7 @@ mod tests {
     fn every_ranged_key_has_a_value_and_its_bounds_resolve() {
         let mut c = Config::default();
         c.express.pm_qos_resume_latency_us = Some(0);
+        c.express.irq_shield_cpus = Some(1);
         for r in ranges::RANGES {
             assert!(
                 c.number(r.key).is_some(),

@@ -17,6 +17,7 @@ mod config;
 mod discovery;
 mod fair;
 mod idle_guard;
+mod irq_shield;
 mod preflight;
 mod probes;
 mod scheduler;
@@ -223,13 +224,20 @@ fn run_scheduler(
         }
         None => None,
     };
+    // After require_no_scheduler: a state file left now is a crashed run's.
+    let online: std::collections::BTreeSet<usize> =
+        scx_utils::Topology::new()?.all_cpus.into_keys().collect();
+    let shielded = irq_shield::shielded_cpus(&cfg.express, &online)
+        .with_context(|| format!("invalid config {source}"))?;
+    // Restores on drop: on return, error or not (SIGINT and SIGTERM return).
+    let _irq_shield = irq_shield::start(&shielded, &online)?;
     // Keep the scheduler's memory resident: a page fault in the thread that
     // schedules everyone else must not wait on reclaim.
     scx_rustland_core::ALLOCATOR.lock_memory();
     protect_from_oom_killer();
     let result = (|| loop {
         let mut open_object = MaybeUninit::uninit();
-        let mut sched = scheduler::Scheduler::init(&cfg, &mut open_object, cli.verbose)?;
+        let mut sched = scheduler::Scheduler::init(&cfg, &mut open_object, cli.verbose, &shielded)?;
         let uei = sched.run(
             &shutdown,
             &reload,

@@ -142,6 +142,20 @@ fn lat_hist(lat: &[u64], group: u32) -> Vec<u64> {
     lat[base..base + express_consts_LAT_BUCKETS as usize].to_vec()
 }
 
+/// The IRQ shield's CPUs (placement.bpf.c). Not in apply_knobs: the
+/// shield is set up once per start, not on reload.
+fn apply_shield_knobs(
+    k: &mut crate::bpf_skel::types::data_knobs,
+    shielded: &std::collections::BTreeSet<usize>,
+) {
+    for &cpu in shielded {
+        if let Some(slot) = k.cpu_shielded.get_mut(cpu) {
+            *slot = 1;
+            k.nr_shielded += 1;
+        }
+    }
+}
+
 /// The first cpuidle state of `cpu` whose exit latency exceeds `limit_us`
 /// (255 if none, or no cpuidle driver): states are ordered by depth.
 pub fn first_deep_idle_state(cpu: usize, limit_us: u64) -> u8 {
@@ -224,11 +238,13 @@ impl Attacher for SkelAttacher {
 }
 
 impl<'a> Scheduler<'a> {
-    /// Opens, configures, loads and attaches the BPF scheduler.
+    /// Opens, configures, loads and attaches the BPF scheduler. `shielded`:
+    /// the CPUs the IRQ shield keeps device IRQs off (src/irq_shield.rs).
     pub fn init(
         cfg: &Config,
         open_object: &'a mut MaybeUninit<OpenObject>,
         verbose: bool,
+        shielded: &std::collections::BTreeSet<usize>,
     ) -> Result<Self> {
         let mut builder = BpfSkelBuilder::default();
         builder.obj_builder.debug(verbose);
@@ -254,6 +270,7 @@ impl<'a> Scheduler<'a> {
             .as_mut()
             .context("BPF object has no knobs section")?;
         apply_knobs(knobs, cfg, &topo);
+        apply_shield_knobs(knobs, shielded);
 
         let mut skel =
             scx_ops_load!(skel, express_ops, uei).map_err(preflight::explain_load_error)?;
@@ -464,6 +481,14 @@ impl<'a> Scheduler<'a> {
             (
                 "express.pm_qos_resume_latency_us",
                 new.express.pm_qos_resume_latency_us != self.cfg.express.pm_qos_resume_latency_us,
+            ),
+            (
+                "express.irq_shield and irq_shield_cpus",
+                (new.express.irq_shield, new.express.irq_shield_cpus)
+                    != (
+                        self.cfg.express.irq_shield,
+                        self.cfg.express.irq_shield_cpus,
+                    ),
             ),
         ] {
             if changed {

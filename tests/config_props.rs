@@ -151,6 +151,8 @@ const KEYS: &[&str] = &[
     "deep_idle_us",
     "preempt",
     "pm_qos_resume_latency_us",
+    "irq_shield",
+    "irq_shield_cpus",
     "enabled",
     "burst_ms",
     "rate",
@@ -382,6 +384,8 @@ fn express() -> BoxedStrategy<String> {
                 "pm_qos_resume_latency_us",
                 in_range("express.pm_qos_resume_latency_us"),
             ),
+            opt_entry("irq_shield", boolean()),
+            opt_entry("irq_shield_cpus", in_range("express.irq_shield_cpus")),
         ],
     )
 }

@@ -2,6 +2,10 @@
 /*
  * Express placement: where an express task's wakeup lands.
  *
+ * With express.irq_shield, device IRQs are steered off a few CPUs
+ * (src/irq_shield.rs) and steps 1-3 look at those shielded CPUs first
+ * (step 0); without it, step 0 is skipped.
+ *
  * Only tasks of an enabled express class with tokens get here (budget.bpf.c).
  * A CPU is *good* if the task may run there, it is IRQ-quiet and not in a
  * deep idle state (cpu_quality.bpf.c). Order of preference:
@@ -42,6 +46,16 @@ KNOB bool express_preempt = true;
  * softirqs run on the sender's CPU) can make every CPU it uses IRQ-hot.
  */
 KNOB bool express_quiet_only = false;
+
+/*
+ * express.irq_shield: CPUs no movable device IRQ lands on (1 = shielded),
+ * and how many there are (0: no shield, step 0 skipped). Set at start
+ * only: a reload does not move IRQs. A wakeup on a shielded CPU is not
+ * delayed by a NIC or NVMe handler and its softirqs (microseconds to
+ * milliseconds); the IRQ-hot test sees such a CPU only after the fact.
+ */
+KNOB u8 cpu_shielded[MAX_CPUS];
+KNOB u32 nr_shielded;
 
 /*
  * An express-class task is being placed: resolve its tenant, unless this
@@ -87,6 +101,7 @@ struct pick {
 	s32 prev_cpu;
 	u32 class;
 	bool quiet;		  /* IRQ-quiet, shallow CPUs only (steps 1-4) */
+	bool shielded;		  /* shielded CPUs only (step 0) */
 	enum lane_stat_idx where; /* out: the step that found the CPU */
 };
 
@@ -95,6 +110,8 @@ static bool good_idle(struct task_struct *p, const struct cpumask *idle, s32 cpu
 		      const struct pick *pk)
 {
 	if (!bpf_cpumask_test_cpu(cpu, p->cpus_ptr) || !bpf_cpumask_test_cpu(cpu, idle))
+		return false;
+	if (pk->shielded && (cpu < 0 || cpu >= MAX_CPUS || !cpu_shielded[cpu]))
 		return false;
 	if (!pk->quiet)
 		return true;
@@ -174,11 +191,36 @@ static s32 scan_preempt(struct task_struct *p, const struct cpumask *idle, const
 	return other;
 }
 
-/* Steps 1-4 over the CPUs @pk allows: a CPU, or -1; sets pk->where. */
+/*
+ * Step 0: steps 1 and 3 over the shielded CPUs only (the previous CPU,
+ * then any; shielded CPUs are few, so no LLC pass). One more scan of the
+ * CPUs per quiet express wakeup with a shield, none without.
+ */
+static s32 pick_shielded(struct task_struct *p, const struct cpumask *idle, struct pick *pk)
+{
+	s32 cpu = -1;
+
+	if (!nr_shielded || !pk->quiet)
+		return -1;
+	pk->shielded = true;
+	pk->where = LANE_PREV;
+	if (take_prev(p, idle, pk)) {
+		cpu = pk->prev_cpu;
+	} else {
+		pk->where = LANE_ANY;
+		cpu = scan_idle(p, idle, -1, pk);
+	}
+	pk->shielded = false;
+	return cpu;
+}
+
+/* Steps 0-4 over the CPUs @pk allows: a CPU, or -1; sets pk->where. */
 static s32 pick_cpu(struct task_struct *p, const struct cpumask *idle, struct pick *pk)
 {
 	s32 cpu;
 
+	if ((cpu = pick_shielded(p, idle, pk)) >= 0)
+		return cpu;
 	pk->where = LANE_PREV;
 	if (take_prev(p, idle, pk))
 		return pk->prev_cpu;

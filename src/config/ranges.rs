@@ -63,6 +63,9 @@ pub const RANGES: &[KeyRange] = &[
     int("express.irq_hot_pct", 1, 100),
     int("express.deep_idle_us", 0, 1_000_000),
     int("express.pm_qos_resume_latency_us", 0, 1_000_000),
+    // Below MAX_CPUS (src/bpf/intf.h); below the online CPU count is
+    // checked at start (src/irq_shield.rs), where that count is known.
+    int("express.irq_shield_cpus", 1, 1023),
     int("classes.gpu.burst_ms", 0, 10_000),
     fraction("classes.gpu.rate", "a fraction of one CPU"),
     fraction("classes.gpu.max_share", "a fraction of the whole machine"),
