@@ -42,6 +42,10 @@ pub enum Discovery {
     Library(FoundLibrary),
     /// A process that started after its CUDA library was already probed.
     NewProcess(u32),
+    /// Whether some process that maps a probed CUDA library has no gpu
+    /// thread now (sent when it changes): periodic launch windows back off
+    /// only while every one has (`ProbeManager::set_unserved`).
+    Unserved(bool),
 }
 
 /// The probe thread's side of a message: a library gets its probes, a new
@@ -58,6 +62,7 @@ impl ProbeRequest for Discovery {
                 debug!("new CUDA process {pid}: launch window soon");
                 manager.request_window(Instant::now());
             }
+            Discovery::Unserved(unserved) => manager.set_unserved(unserved),
         }
     }
 }
@@ -105,9 +110,19 @@ pub fn spawn_scanner(
             let mut marks_applied: HashMap<i32, ClassName> = HashMap::new();
             let proc_root = Path::new("/proc");
             let mut gate = NewProcessGate::default();
-            loop {
+            let mut unserved = None;
+            for pass in 0u64.. {
                 let found = scanner.scan(proc_root);
                 let now = Instant::now();
+                // About every 2 s: does a CUDA process lack a gpu thread?
+                if pass.is_multiple_of(full_every) {
+                    let u = scanner.launch_processes().any(|pid| {
+                        process_has_gpu_thread(&class_map, proc_root, pid) == Some(false)
+                    });
+                    if unserved.replace(u) != Some(u) && tx.send(Discovery::Unserved(u)).is_err() {
+                        return;
+                    }
+                }
                 for pid in found.new_processes {
                     gate.add(pid, now);
                 }
@@ -244,9 +259,10 @@ impl ExecEvents for ExecRing {
 #[derive(Debug, Default)]
 pub struct ScanResult {
     pub libraries: Vec<FoundLibrary>,
-    /// New processes that map a library already probed for launches: their
-    /// launcher may never call a sync entry point early, so a launch window
-    /// should open soon (`ProbeManager::request_window`).
+    /// New processes of a library probed for launches (the one that
+    /// brought it, and later ones): their launcher may never call a sync
+    /// entry point early, so a launch window should open soon
+    /// (`ProbeManager::request_window`) if their syncs do not classify them.
     pub new_processes: Vec<u32>,
     /// Marks recorded in processes' mark registries: (tid, class).
     pub marks: Vec<(i32, ClassName)>,
@@ -309,6 +325,11 @@ impl LibraryScanner {
             pass: 0,
             full_every: full_every.max(1),
         }
+    }
+
+    /// Processes seen mapping a library probed for launches.
+    pub fn launch_processes(&self) -> impl Iterator<Item = u32> + '_ {
+        self.launch_pids.iter().copied()
     }
 
     /// Learns new processes from exec events instead of listing /proc.
@@ -406,7 +427,7 @@ impl LibraryScanner {
                     out.new_processes.push(pid);
                 }
                 if !self.seen.contains(&key) && !self.bad.contains(&key) {
-                    self.inspect(key, &open_path, m.path, pid, &mut out.libraries);
+                    self.inspect(key, &open_path, m.path, pid, out);
                 }
                 self.read_marks(key, &open_path, m, pid, &mut out.marks);
             }
@@ -419,7 +440,7 @@ impl LibraryScanner {
         open_path: &Path,
         path: &str,
         pid: u32,
-        found: &mut Vec<FoundLibrary>,
+        out: &mut ScanResult,
     ) {
         let opened = File::open(open_path)
             .map_err(anyhow::Error::from)
@@ -430,10 +451,15 @@ impl LibraryScanner {
                 let points = self.spec.points_for(path, &exports);
                 if points.iter().any(|p| p.kind == ProbeKind::Launch) {
                     self.launch_libs.insert(key);
-                    self.launch_pids.insert(pid);
+                    // The process that brought the library is new to it
+                    // too: the same grace for its syncs, then a window if
+                    // they did not classify it (`NewProcessGate`).
+                    if self.launch_pids.insert(pid) {
+                        out.new_processes.push(pid);
+                    }
                 }
                 let open_path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
-                found.push(FoundLibrary {
+                out.libraries.push(FoundLibrary {
                     dev: key.0,
                     ino: key.1,
                     file: std::sync::Arc::new(file),
@@ -662,9 +688,10 @@ mod tests {
         add_process(100);
         let first = scanner.scan(&root);
         assert_eq!(first.libraries.len(), 1, "the library, once");
-        assert!(
-            first.new_processes.is_empty(),
-            "its window opens with the library"
+        assert_eq!(
+            first.new_processes,
+            vec![100],
+            "the process that brought it is gated like any other"
         );
 
         add_process(101);
@@ -763,8 +790,12 @@ mod tests {
         assert_eq!(a.0, vec!["sync"], "the permanent probe at once");
         let t0 = Instant::now();
         m.tick(&mut a, t0);
-        assert!(m.counts().window_open, "a new library opens a window");
-        let closed = t0 + Duration::from_millis(150);
+        assert!(!m.counts().window_open, "a new library opens no window");
+        Discovery::NewProcess(6).serve(&mut m, &mut a);
+        let t1 = Instant::now();
+        m.tick(&mut a, t1);
+        assert!(m.counts().window_open, "a process that needs one does");
+        let closed = t1 + Duration::from_millis(150);
         m.tick(&mut a, closed);
         assert!(!m.counts().window_open);
         // A new process moves the next window up from the period's end.

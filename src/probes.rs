@@ -9,8 +9,10 @@
 //! Sync and device-to-host copy entry points are called a few dozen times
 //! per decode step and stay probed. Launch entry points are called hundreds
 //! of times per step, so their probes are attached only in short windows
-//! (`launch_window_ms` every `launch_period_ms`): enough to classify a
-//! launcher that never syncs, at a small duty cycle.
+//! (`launch_window_ms`): for a new CUDA process that its syncs did not
+//! classify, and every `launch_period_ms`, backing off while the windows
+//! find no launcher that never syncs: enough to classify such a launcher,
+//! at a small duty cycle.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -234,6 +236,18 @@ fn detach_all<L: Send>(links: Vec<L>) {
 /// process (`ProbeManager::request_window`).
 pub const EXTRA_WINDOW_GAP: Duration = Duration::from_secs(1);
 
+/// How far periodic launch windows back off: a window in which no thread
+/// that never synced launched found nothing the sync probes would not, so
+/// the period doubles, up to this many times `launch_period_ms` (10 s by
+/// default: at most 320 s between windows). Launchers that sync are
+/// classified by their syncs; windows matter for those that never do, and
+/// one seen resets the period.
+pub const MAX_WINDOW_BACKOFF: u32 = 32;
+
+/// Reads a counter that grows when a launch window finds what it is for
+/// (the scheduler's `launch_only_hits`); None when it cannot be read.
+pub type WindowYield = Box<dyn FnMut() -> Option<u64> + Send>;
+
 /// Owns the uprobe links: permanent ones (sync, markers) and the launch
 /// probes of the current window.
 pub struct ProbeManager<L: Send + 'static> {
@@ -243,7 +257,18 @@ pub struct ProbeManager<L: Send + 'static> {
     permanent: Vec<L>,
     window: Vec<L>,
     window_len: Duration,
+    /// `launch_period_ms`, and the period now: doubled after each window
+    /// that found nothing (`MAX_WINDOW_BACKOFF`), reset when one did.
+    base_period: Duration,
     period: Duration,
+    window_yield: Option<WindowYield>,
+    /// Some process that maps a probed CUDA library has no gpu thread (or
+    /// discovery has not said otherwise yet): windows do not back off, as
+    /// it may hold a launcher that never syncs, or one that has not
+    /// launched yet (a JIT compiling its kernels).
+    unserved: bool,
+    /// The window open now: when it opened, and `window_yield` then.
+    window_start: Option<(Instant, Option<u64>)>,
     next_window: Instant,
     window_end: Option<Instant>,
     last_window_end: Option<Instant>,
@@ -276,7 +301,11 @@ impl<L: Send + 'static> ProbeManager<L> {
             permanent: Vec::new(),
             window: Vec::new(),
             window_len,
+            base_period: period,
             period,
+            window_yield: None,
+            unserved: true,
+            window_start: None,
             next_window: Instant::now(),
             window_end: None,
             last_window_end: None,
@@ -284,6 +313,24 @@ impl<L: Send + 'static> ProbeManager<L> {
             reaper: None,
             counts: ProbeCounts::default(),
         }
+    }
+
+    /// Backs periodic windows off while `window_yield` does not grow during
+    /// them. Without it every window comes `period` after the last.
+    pub fn with_window_yield(mut self, window_yield: WindowYield) -> Self {
+        self.window_yield = Some(window_yield);
+        self
+    }
+
+    /// Discovery's word on whether a CUDA process lacks a gpu thread.
+    pub fn set_unserved(&mut self, unserved: bool) {
+        self.unserved = unserved;
+    }
+
+    /// The period between launch windows now (after any backoff).
+    #[cfg(test)]
+    pub fn period(&self) -> Duration {
+        self.period
     }
 
     /// A manager that keeps launch probes attached all the time.
@@ -297,11 +344,14 @@ impl<L: Send + 'static> ProbeManager<L> {
         self.counts
     }
 
-    /// Attaches the permanent probes of a new library and opens a launch
-    /// window at once, so a fresh CUDA process is classified quickly.
+    /// Attaches the permanent probes of a new library. The process that
+    /// mapped it gets a launch window only if its syncs have not classified
+    /// it within a grace period (discovery.rs, `NewProcessGate`), like any
+    /// later process of the library: most launchers sync within a token.
     pub fn add_library<A: Attacher<Link = L>>(&mut self, a: &mut A, lib: FoundLibrary) {
         self.counts.libraries += 1;
         self.files.push(lib.file.clone());
+        let had_no_launch_points = self.launch_points.is_empty();
         let mut attached = 0;
         for point in &lib.points {
             if point.kind == ProbeKind::Launch && !self.launch_always {
@@ -333,16 +383,19 @@ impl<L: Send + 'static> ProbeManager<L> {
                     .count()
             }
         );
-        if !self.launch_always && lib.points.iter().any(|p| p.kind == ProbeKind::Launch) {
-            let now = Instant::now();
-            self.close_window(now);
-            self.next_window = now;
+        if had_no_launch_points && !self.launch_points.is_empty() {
+            // The first periodic window comes a period after the first
+            // library, not at once.
+            self.next_window = Instant::now() + self.period;
         }
     }
 
     fn close_window(&mut self, now: Instant) {
         if self.window_end.is_some() {
             self.last_window_end = Some(now);
+        }
+        if let Some((opened, before)) = self.window_start.take() {
+            self.back_off(opened, before);
         }
         let links = std::mem::take(&mut self.window);
         if !links.is_empty() {
@@ -371,6 +424,22 @@ impl<L: Send + 'static> ProbeManager<L> {
         }
         self.window_end = None;
         self.counts.window_open = false;
+    }
+
+    /// After a window that opened at `opened` with `window_yield` at
+    /// `before`: the next periodic one comes a period after it, the period
+    /// reset if the window found a launcher that never syncs or some CUDA
+    /// process has no gpu thread, doubled (up to `MAX_WINDOW_BACKOFF`) if
+    /// neither.
+    fn back_off(&mut self, opened: Instant, before: Option<u64>) {
+        let after = self.window_yield.as_mut().and_then(|f| f());
+        self.period = match (before, after) {
+            _ if self.unserved => self.base_period,
+            (Some(b), Some(a)) if a > b => self.base_period,
+            (Some(_), Some(_)) => (self.period * 2).min(self.base_period * MAX_WINDOW_BACKOFF),
+            _ => self.period,
+        };
+        self.next_window = opened + self.period;
     }
 
     /// When `tick` next has something to do (a window to open or close).
@@ -425,6 +494,8 @@ impl<L: Send + 'static> ProbeManager<L> {
         }
         self.window_end = Some(now + self.window_len);
         self.next_window = now + self.period;
+        let before = self.window_yield.as_mut().and_then(|f| f());
+        self.window_start = Some((now, before));
         self.counts.window_open = true;
         self.counts.windows += 1;
         debug!(
@@ -629,6 +700,9 @@ pub(crate) mod tests {
         m.add_library(&mut a, launch_and_sync_library());
         let t0 = Instant::now();
         m.tick(&mut a, t0);
+        assert!(!m.counts().window_open, "a library alone opens no window");
+        m.request_window(t0);
+        m.tick(&mut a, t0);
         assert!(m.counts().window_open);
         // Asked while a window is open: nothing more.
         m.request_window(t0);
@@ -658,6 +732,7 @@ pub(crate) mod tests {
         m.add_library(&mut a, lib);
         assert_eq!(a.0, vec!["sync"], "only the permanent probe at once");
         let t0 = Instant::now();
+        m.request_window(t0);
         m.tick(&mut a, t0);
         assert!(m.counts().window_open);
         assert_eq!(m.window.len(), 1);
@@ -669,6 +744,51 @@ pub(crate) mod tests {
         m.tick(&mut a, t0 + Duration::from_millis(1001));
         assert!(m.counts().window_open);
         assert_eq!(m.counts().windows, 2);
+    }
+
+    #[test]
+    fn windows_that_find_no_launch_only_thread_back_off() {
+        use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+        let hits = std::sync::Arc::new(AtomicU64::new(0));
+        let h = hits.clone();
+        let mut a = FakeAttacher(vec![]);
+        let base = Duration::from_secs(10);
+        let mut m = ProbeManager::new(Duration::from_millis(100), base)
+            .with_window_yield(Box::new(move || Some(h.load(SeqCst))));
+        m.add_library(&mut a, launch_and_sync_library());
+        m.set_unserved(false);
+        let mut t = Instant::now();
+        // One window: open at t, close 100 ms later; returns the next start.
+        let mut window = |m: &mut ProbeManager<String>, t: Instant, found: bool| {
+            m.tick(&mut a, t);
+            assert!(m.counts().window_open, "no window at its time");
+            if found {
+                hits.fetch_add(3, SeqCst);
+            }
+            m.tick(&mut a, t + Duration::from_millis(100));
+            assert!(!m.counts().window_open);
+            m.next_deadline().unwrap()
+        };
+        t += base;
+        let mut periods = vec![];
+        for _ in 0..7 {
+            let next = window(&mut m, t, false);
+            periods.push((next - t).as_secs());
+            t = next;
+        }
+        assert_eq!(periods, [20, 40, 80, 160, 320, 320, 320]);
+        // A window that finds a launcher that never syncs resets the period.
+        let next = window(&mut m, t, true);
+        assert_eq!(next - t, base);
+        assert_eq!(m.period(), base);
+        // So does a CUDA process with no gpu thread, while it lasts.
+        let t = next;
+        let next = window(&mut m, t, false);
+        assert_eq!(next - t, 2 * base);
+        m.set_unserved(true);
+        let t = next;
+        assert_eq!(window(&mut m, t, false) - t, base);
+        assert_eq!(window(&mut m, t + base, false) - (t + base), base);
     }
 
     #[test]
@@ -727,6 +847,7 @@ pub(crate) mod tests {
             .collect();
         m.add_library(&mut a, fake_library(points));
         let t0 = Instant::now();
+        m.request_window(t0);
         m.tick(&mut a, t0);
         assert_eq!(m.window.len(), 10);
         assert_eq!(m.next_deadline(), Some(t0 + Duration::from_millis(10)));
@@ -817,18 +938,18 @@ pub(crate) mod tests {
 
         *gate.open.lock().unwrap() = true;
         gate.opened.notify_all();
-        // The sync probe, then a launch window opened at once.
+        // The sync probe; a launch window waits for a process that needs
+        // one (or for the period).
         assert!(
-            wait_for(&|| thread.counts().windows == 1),
-            "no window opened"
+            wait_for(&|| thread.counts().libraries == 1),
+            "library not counted"
         );
         let c = thread.counts();
-        assert_eq!((c.libraries, c.permanent), (1, 1));
-        assert!(c.window_open);
-        assert_eq!(gate.begun.load(SeqCst), 2);
+        assert_eq!((c.libraries, c.permanent, c.windows), (1, 1, 0));
+        assert_eq!(gate.begun.load(SeqCst), 1);
 
-        // Dropping the thread detaches both probes before it returns.
+        // Dropping the thread detaches the probe before it returns.
         drop(thread);
-        assert_eq!(gate.done.load(SeqCst), 2);
+        assert_eq!(gate.done.load(SeqCst), 1);
     }
 }

@@ -526,6 +526,10 @@ fn on_discovery(
             probes.request_window(Instant::now());
             return;
         }
+        Discovery::Unserved(unserved) => {
+            probes.set_unserved(unserved);
+            return;
+        }
     };
     if lib.points.iter().any(|p| p.kind == ProbeKind::Launch) {
         sink.borrow_mut()

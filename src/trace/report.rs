@@ -168,9 +168,14 @@ pub fn class_name(class: u32) -> &'static str {
     crate::classify::class_from_raw(class).as_str()
 }
 
-/// The scheduler's launch-probe windows, replayed: a window opens whenever
-/// a CUDA library with launch points is found, and every `period_ns` after
-/// that, for `window_ns` (src/probes.rs, ProbeManager).
+/// The scheduler's launch-probe windows, replayed: when a CUDA library
+/// with launch points is found, a window opens one grace period later
+/// (discovery.rs, `NEW_PROCESS_GRACE`: the scheduler opens it only if the
+/// process's syncs have not classified it by then, and a thread they did
+/// classify needs no window), and every `period_ns` after the library was
+/// found, each for `window_ns` (src/probes.rs, ProbeManager). The
+/// periodic windows' backoff is not replayed: on a host where the windows
+/// have backed off, a launcher that never syncs waits longer.
 #[derive(Debug, Clone)]
 pub struct WindowSim {
     window_ns: u64,
@@ -200,7 +205,9 @@ impl WindowSim {
             return false;
         }
         let since = ts_ns - self.found[at - 1];
-        since % self.period_ns < self.window_ns
+        let grace = crate::discovery::NEW_PROCESS_GRACE.as_nanos() as u64;
+        (since >= grace && since - grace < self.window_ns)
+            || (since >= self.period_ns && since % self.period_ns < self.window_ns)
     }
 }
 
@@ -1085,16 +1092,20 @@ mod tests {
         let mut w = WindowSim::new(200 * ms, 10_000 * ms);
         assert!(!w.in_window(5 * ms), "nothing found yet");
         w.library_found(1_000 * ms);
-        assert!(w.in_window(1_000 * ms));
-        assert!(w.in_window(1_199 * ms));
-        assert!(!w.in_window(1_200 * ms));
+        assert!(
+            !w.in_window(1_000 * ms),
+            "not at once: the syncs' grace first"
+        );
+        assert!(w.in_window(2_000 * ms));
+        assert!(w.in_window(2_199 * ms));
+        assert!(!w.in_window(2_200 * ms));
         assert!(w.in_window(11_100 * ms), "the next period");
         // A new library restarts the schedule.
         w.library_found(5_000 * ms);
-        assert!(w.in_window(5_100 * ms));
+        assert!(w.in_window(6_100 * ms));
         assert!(!w.in_window(11_100 * ms));
         assert!(w.in_window(15_100 * ms));
-        assert!(w.in_window(1_100 * ms), "earlier windows stay");
+        assert!(w.in_window(2_100 * ms), "earlier windows stay");
     }
 
     #[test]
