@@ -33,6 +33,7 @@ use skel::{TraceProgs, TraceSkel, TraceSkelBuilder};
 
 pub mod report;
 mod skel;
+pub mod steps;
 
 const MS: u64 = 1_000_000;
 /// Longest wait for events; the ring buffer is read at least this often.
@@ -149,6 +150,21 @@ struct Sink {
 
 impl Sink {
     fn take(&mut self, data: &[u8]) {
+        // Both records have `type` at offset 8; steps are not CSV rows.
+        let ty = data
+            .get(8..12)
+            .map(|b| u32::from_ne_bytes(b.try_into().unwrap()));
+        if ty == Some(bpf_intf::trace_event_type_TRACE_EV_STEP) {
+            if data.len() >= size_of::<bpf_intf::express_step>() {
+                // SAFETY: the BPF side writes a struct express_step.
+                let raw = unsafe {
+                    std::ptr::read_unaligned(data.as_ptr() as *const bpf_intf::express_step)
+                };
+                let (step, comm) = steps::Step::from_raw(&raw);
+                self.analyzer.steps.push(step, comm);
+            }
+            return;
+        }
         if data.len() < size_of::<bpf_intf::express_event>() {
             return;
         }
@@ -280,6 +296,7 @@ pub fn run(args: &TraceArgs, cfg: &Config, shutdown: &AtomicBool, verbose: bool)
         } else {
             irq_rows(&skel)
         },
+        agent_steps: steps::step_report(&analyzer.steps),
     };
     emit(args, &r)
 }
@@ -348,6 +365,9 @@ fn attach_tracepoints(skel: &TraceSkel<'_>, args: &TraceArgs) -> Result<Vec<libb
     }
     for (name, prog) in [
         ("sched_switch", &skel.progs.trace_sched_switch),
+        ("sched_wakeup", &skel.progs.trace_sched_wakeup),
+        ("handle_mm_fault entry", &skel.progs.trace_fault_entry),
+        ("handle_mm_fault exit", &skel.progs.trace_fault_exit),
         ("irq_handler_entry", &skel.progs.trace_irq_entry),
         ("irq_handler_exit", &skel.progs.trace_irq_exit),
         ("softirq_entry", &skel.progs.trace_softirq_entry),
@@ -357,6 +377,10 @@ fn attach_tracepoints(skel: &TraceSkel<'_>, args: &TraceArgs) -> Result<Vec<libb
             Ok(l) => tp_links.push(l),
             Err(e) if name == "sched_switch" => {
                 return Err(e).context("attaching the sched_switch tracepoint")
+            }
+            Err(e) if name == "sched_wakeup" => warn!("tracepoint {name}: {e} (no agent steps)"),
+            Err(e) if name.starts_with("handle_mm_fault") => {
+                warn!("{name}: {e} (agent steps show no page faults)")
             }
             Err(e) => warn!("tracepoint {name}: {e} (no IRQ statistics)"),
         }

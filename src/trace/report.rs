@@ -356,6 +356,8 @@ pub struct Analyzer {
     pub threads: HashMap<i32, ThreadStats>,
     pub points: HashMap<u64, PointCounts>,
     pub events: u64,
+    /// Agent threads' steps (TRACE_EV_STEP records).
+    pub steps: super::steps::StepLog,
     sim: Option<WindowSim>,
 }
 
@@ -779,6 +781,8 @@ pub struct Report {
     pub threads: Vec<ThreadRow>,
     pub points: Vec<PointRow>,
     pub irqs: Vec<IrqRow>,
+    /// Agent-class threads' steps and their breakdown (None: no steps).
+    pub agent_steps: Option<super::steps::StepReport>,
 }
 
 fn opt(v: Option<f64>, prec: usize) -> String {
@@ -794,6 +798,9 @@ pub fn render(r: &Report) -> String {
     render_pairs(&mut s, r);
     render_points(&mut s, r);
     render_irqs(&mut s, r);
+    if let Some(st) = &r.agent_steps {
+        super::steps::render(&mut s, st);
+    }
     s
 }
 
@@ -1270,6 +1277,7 @@ mod tests {
                 count: 10,
                 ms: 0.5,
             }],
+            agent_steps: None,
         };
         let text = render(&r);
         assert!(text.contains("launcher"), "{text}");
