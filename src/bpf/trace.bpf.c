@@ -540,17 +540,22 @@ static __always_inline void step_snap(struct step_state *st, s32 cpu)
 }
 
 /* The interval begun by step_snap ends: add that CPU's IRQ time since. */
-static __always_inline void step_irq(struct step_state *st)
+static __always_inline void step_irq(struct step_state *st, bool running)
 {
 	u32 key = 0;
 	u64 *cum = bpf_map_lookup_percpu_elem(&irq_cum, &key, st->snap_cpu);
+	u64 hard = 0, soft = 0;
 
 	if (!cum)
 		return;
 	if (cum[0] > st->irq_snap[0])
-		st->s.hardirq_ns += cum[0] - st->irq_snap[0];
+		hard = cum[0] - st->irq_snap[0];
 	if (cum[1] > st->irq_snap[1])
-		st->s.softirq_ns += cum[1] - st->irq_snap[1];
+		soft = cum[1] - st->irq_snap[1];
+	st->s.hardirq_ns += hard;
+	st->s.softirq_ns += soft;
+	if (running)
+		st->s.irq_run_ns += hard + soft;
 }
 
 static __always_inline void step_dsleep_end(struct step_state *st, u64 now)
@@ -643,7 +648,7 @@ static __always_inline void step_switch_out(struct task_struct *prev, bool preem
 	if (st->run_since) {
 		st->s.run_ns += now - st->run_since;
 		st->run_since = 0;
-		step_irq(st);
+		step_irq(st, true);
 	}
 	if (preempt || !prev_state) {
 		st->s.preempts++;
@@ -674,7 +679,7 @@ static __always_inline void step_switch_in(struct task_struct *next, u64 now)
 		if (!st->s.run_ns)
 			st->s.wake_wait_ns = w;
 		st->wait_since = 0;
-		step_irq(st);
+		step_irq(st, false);
 	}
 	st->run_since = now;
 	step_snap(st, bpf_get_smp_processor_id());

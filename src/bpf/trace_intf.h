@@ -80,6 +80,7 @@ struct express_step {
 	u64 run_ns;	  /* on CPU */
 	u64 hardirq_ns;	  /* hard IRQ time on its CPU while it waited or ran */
 	u64 softirq_ns;	  /* softirq time, likewise */
+	u64 irq_run_ns;	  /* the part of hardirq_ns + softirq_ns while it ran */
 	u64 fault_ns;	  /* in handle_mm_fault */
 	u64 io_ns;	  /* D-state sleep in io_schedule (block I/O, in_iowait) */
 	u64 dsleep_ns;	  /* other D-state sleep (locks, page cache, ...) */

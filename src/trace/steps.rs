@@ -27,6 +27,8 @@ pub struct Step {
     pub run_ns: u64,
     pub hardirq_ns: u64,
     pub softirq_ns: u64,
+    /// The part of hardirq_ns + softirq_ns that fell while it ran.
+    pub irq_run_ns: u64,
     pub fault_ns: u64,
     pub io_ns: u64,
     pub dsleep_ns: u64,
@@ -53,6 +55,7 @@ impl Step {
             run_ns: e.run_ns,
             hardirq_ns: e.hardirq_ns,
             softirq_ns: e.softirq_ns,
+            irq_run_ns: e.irq_run_ns,
             fault_ns: e.fault_ns,
             io_ns: e.io_ns,
             dsleep_ns: e.dsleep_ns,
@@ -61,6 +64,11 @@ impl Step {
             preempts: e.preempts,
         };
         (s, comm)
+    }
+
+    /// IRQ time on the CPU it was queued on while it waited.
+    pub fn irq_wait_ns(&self) -> u64 {
+        (self.hardirq_ns + self.softirq_ns).saturating_sub(self.irq_run_ns)
     }
 
     /// Wakeup to the end of the burst: the local tail of this step.
@@ -244,7 +252,8 @@ pub struct StepReport {
     /// The p99 step and the slowest ones.
     pub slow: Vec<SlowStep>,
     /// The largest part of the slow steps (runq_wait, run, irq, fault,
-    /// block_io, d_sleep), its share of their mean total, and what to fix.
+    /// block_io, d_sleep; without overlaps: IRQ time only in irq, fault
+    /// time not in run), its share of their mean total, and what to fix.
     pub slow_dominant: Option<String>,
     pub slow_dominant_share: Option<f64>,
     pub hint: Option<String>,
@@ -278,24 +287,45 @@ fn part_stat(p: &Part, steps: &[Step], slow: &[&Step], scale: f64) -> PartStat {
     }
 }
 
+/// The parts that can be the largest in the slow steps, without overlaps:
+/// IRQ time counts once (hard + soft), as irq, not in runq_wait or run;
+/// fault time not in run.
+const DOMINANT_PARTS: [Part; 6] = [
+    Part {
+        name: "runq_wait",
+        get: |s| s.runq_ns.saturating_sub(s.irq_wait_ns()),
+    },
+    Part {
+        name: "run",
+        get: |s| s.run_ns.saturating_sub(s.irq_run_ns + s.fault_ns),
+    },
+    Part {
+        name: "irq",
+        get: |s| s.hardirq_ns + s.softirq_ns,
+    },
+    Part {
+        name: "fault",
+        get: |s| s.fault_ns,
+    },
+    Part {
+        name: "block_io",
+        get: |s| s.io_ns,
+    },
+    Part {
+        name: "d_sleep",
+        get: |s| s.dsleep_ns,
+    },
+];
+
 /// The largest part of the slow steps and its share of their mean total.
-/// IRQ time counts once (hard + soft), wherever it fell.
 fn dominant(slow: &[&Step]) -> Option<(&'static str, f64)> {
     let total = mean(slow, Step::total_ns);
     if total <= 0.0 {
         return None;
     }
-    let parts: [(&'static str, fn(&Step) -> u64); 6] = [
-        ("runq_wait", |s| s.runq_ns),
-        ("run", |s| s.run_ns),
-        ("irq", |s| s.hardirq_ns + s.softirq_ns),
-        ("fault", |s| s.fault_ns),
-        ("block_io", |s| s.io_ns),
-        ("d_sleep", |s| s.dsleep_ns),
-    ];
-    parts
+    DOMINANT_PARTS
         .iter()
-        .map(|(n, g)| (*n, mean(slow, *g)))
+        .map(|p| (p.name, mean(slow, p.get)))
         .max_by(|a, b| a.1.total_cmp(&b.1))
         .map(|(n, m)| (n, m / total))
 }
@@ -548,6 +578,28 @@ mod tests {
     }
 
     #[test]
+    fn run_time_spent_in_faults_and_irqs_is_not_run() {
+        // 500 us on CPU, 400 of them in page faults, 50 in IRQs: fault.
+        let mut s = step(7, 0, 500_000);
+        s.fault_ns = 400_000;
+        s.faults = 20;
+        s.hardirq_ns = 50_000;
+        s.irq_run_ns = 50_000;
+        let r = step_report(&log_of(&[s])).unwrap();
+        assert_eq!(r.slow_dominant.as_deref(), Some("fault"));
+        let share = r.slow_dominant_share.unwrap();
+        assert!((share - 0.8).abs() < 1e-9, "{share}");
+        // IRQ time while it waited comes out of runq_wait, not run.
+        let mut w = step(7, 0, 1_000_000);
+        w.run_ns = 300_000;
+        w.runq_ns = 700_000;
+        w.softirq_ns = 500_000;
+        assert_eq!(w.irq_wait_ns(), 500_000);
+        let r = step_report(&log_of(&[w])).unwrap();
+        assert_eq!(r.slow_dominant.as_deref(), Some("irq"));
+    }
+
+    #[test]
     fn threads_are_counted_apart() {
         let steps = [step(7, 0, 10), step(8, 0, 10), step(8, 100, 10)];
         let r = step_report(&log_of(&steps)).unwrap();
@@ -559,6 +611,7 @@ mod tests {
     fn text_and_json_have_the_breakdown() {
         let mut s = step(7, 0, 1_000_000);
         s.runq_ns = 600_000;
+        s.run_ns = 400_000;
         let r = step_report(&log_of(&[s])).unwrap();
         let mut out = String::new();
         render(&mut out, &r);
