@@ -67,7 +67,8 @@ pub struct TraceArgs {
     /// (CLOCK_MONOTONIC), event_type (launch, sync, mark, switch_out,
     /// switch_in, irq, softirq), pid, tid, comm, cpu, detail (symbol, switch
     /// kind, IRQ name), nested, class, state, other_tid, other_comm, irq,
-    /// duration_ns (IRQ time; off-CPU time for switch_in).
+    /// duration_ns (IRQ time; off-CPU time for switch_in). Agent steps
+    /// are not rows: they are summed up in the report.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
     /// Also write the report as JSON to FILE ("-": stdout, instead of the table).

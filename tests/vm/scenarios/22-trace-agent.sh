@@ -1,9 +1,9 @@
 #!/bin/sh
-# Trace mode, agent steps: with a comm rule making the agent stand-in's loop
-# thread (and a `dd` writing to the scratch disk) class agent, and two CPU
-# hogs beside them on the 2 CPUs, `scx_express trace` (no scheduler) reports
-# per-step breakdowns: the agent loop has at least one step per agent step,
-# runqueue wait is seen, the dd's steps show block I/O waits and page
+# Trace mode, agent steps: with comm rules making the agent stand-in's loop
+# thread and `dd` class agent, and two CPU hogs beside them on the 2 CPUs,
+# `scx_express trace` (no scheduler) reports per-step breakdowns: the agent
+# loop has at least one step per agent step, runqueue wait is seen, two dd's
+# (a writer and a reader of the scratch disk) show block I/O waits and page
 # faults, the slow steps are listed, and the JSON has the fields.
 # vmtest: smp=2 timeout=300 disk=64M bins=target/release/scx_express files=workloads/build:/opt/w
 # shellcheck source=../guest-lib.sh
@@ -46,6 +46,13 @@ touch /tmp/go
 dd if=/dev/urandom of=/tmp/data bs=64k count=16 2>/dev/null
 (sleep 2 && cat /tmp/data) | dd of="$VMTEST_DISK" bs=64k conv=fsync 2>/dev/null ||
     fail "dd to the disk failed"
+# A dd reading it back (direct I/O where dd has it) into a pipe that is read
+# 2 s late: it sleeps on the full pipe, so each later step has disk reads in
+# io_schedule (the writer's fsync may find its writeback done already).
+echo 3 >/proc/sys/vm/drop_caches
+dd if="$VMTEST_DISK" iflag=direct bs=64k count=16 2>/dev/null | (sleep 2 && cat >/dev/null) ||
+    dd if="$VMTEST_DISK" bs=64k count=16 2>/dev/null | (sleep 2 && cat >/dev/null) ||
+    fail "dd from the disk failed"
 
 wait "$agt" || { cat /tmp/agent.out; fail "agent exited $?"; }
 kill "$h1" "$h2" 2>/dev/null
