@@ -465,6 +465,7 @@ fn trace(
         names: HashMap::new(),
     };
     let ring = event_ring(skel, sink)?;
+    let mut marks = MarkSync::new(skel)?;
 
     let start_ns = classify::monotonic_ns();
     let started = Instant::now();
@@ -488,6 +489,7 @@ fn trace(
                 attached_ns = Some(classify::monotonic_ns());
             }
         }
+        marks.tick();
         let was_open = probes.counts().window_open;
         probes.tick(&mut attacher, Instant::now());
         note_window(&mut windows, was_open, probes.counts().window_open);
@@ -508,6 +510,55 @@ fn trace(
         windows,
         counts,
     })
+}
+
+/// Copies the classes `scx_express mark` set in the running scheduler's
+/// task-class map (pinned) into the tracer's, once a second, so a thread
+/// marked agent there gets agent steps here; a mark cleared there is
+/// cleared here. Nothing while no scheduler runs. Costs a /proc walk and
+/// two map lookups per thread per second.
+struct MarkSync {
+    ours: TaskMap,
+    last: Option<Instant>,
+}
+
+impl MarkSync {
+    const EVERY: Duration = Duration::from_secs(1);
+
+    fn new(skel: &TraceSkel<'_>) -> Result<Self> {
+        Ok(Self {
+            ours: TaskMap::new(libbpf_rs::MapHandle::try_from(&skel.maps.task_class)?),
+            last: None,
+        })
+    }
+
+    fn tick(&mut self) {
+        if self.last.is_some_and(|l| l.elapsed() < Self::EVERY) {
+            return;
+        }
+        self.last = Some(Instant::now());
+        let Ok(sched) = TaskMap::open_pinned(classify::PIN_TASK_CLASS) else {
+            return;
+        };
+        for (_, tid) in classify::all_threads(Path::new("/proc")) {
+            let cli = sched
+                .class_info(tid)
+                .ok()
+                .flatten()
+                .filter(|c| c.source == Source::Cli as u32);
+            let class = match cli.map(|c| c.class) {
+                None => {
+                    let _ = self.ours.clear_class(tid, Source::Cli);
+                    continue;
+                }
+                Some(bpf_intf::task_class_CLASS_AGENT) => ClassName::Agent,
+                Some(bpf_intf::task_class_CLASS_GPU) => ClassName::Gpu,
+                Some(_) => ClassName::Normal,
+            };
+            // A thread that exited meanwhile is no error.
+            let _ = self.ours.set_class(tid, class, Source::Cli);
+        }
+    }
 }
 
 /// Says what is traced, how and for how long.

@@ -4,7 +4,9 @@
 # `scx_express trace` (no scheduler) reports per-step breakdowns: the agent
 # loop has at least one step per agent step, runqueue wait is seen, two dd's
 # (a writer and a reader of the scratch disk) show block I/O waits and page
-# faults, the slow steps are listed, and the JSON has the fields.
+# faults, the slow steps are listed, and the JSON has the fields. Then, with
+# the scheduler running, a loop marked with `scx_express mark` (no rule)
+# gets steps too.
 # vmtest: smp=2 timeout=300 disk=64M bins=target/release/scx_express files=workloads/build:/opt/w
 # shellcheck source=../guest-lib.sh
 . /lib/vmtest/guest-lib.sh
@@ -93,3 +95,29 @@ for f in '"agent_steps": {' '"times_us"' '"counts"' '"slow"' '"slow_dominant"' \
 done
 check "JSON lists the agent loop" grep -q "\"tid\": $atid" /tmp/t.json
 check "no scheduler attached after" sched_state_is disabled
+
+# 3. A thread marked agent with `scx_express mark` in the running scheduler
+#    (no rule for it) gets agent steps too: trace copies the scheduler's marks.
+rm -f /tmp/go
+start_scx /tmp/scx.log
+steps2=100
+/opt/w/agent --steps $steps2 --go-file /tmp/go >/tmp/agent2.out 2>&1 &
+agt=$!
+wait_until 20 grep -qs '^agent_tid=' /tmp/agent2.out || fail "agent did not start"
+atid=$(sed -n 's/^agent_tid=//p' /tmp/agent2.out | head -n 1)
+check "mark --tid $atid --class agent" scx_express mark --tid "$atid" --class agent
+scx_express trace >/tmp/trace2.out 2>/tmp/trace2.err &
+tr=$!
+wait_until 60 grep -q 'tracing with' /tmp/trace2.err || {
+    cat /tmp/trace2.err
+    fail "trace did not start"
+}
+sleep 2
+touch /tmp/go
+wait "$agt" || { cat /tmp/agent2.out; fail "agent exited $?"; }
+kill -TERM "$tr"
+wait "$tr" || { cat /tmp/trace2.err; fail "trace exited $?"; }
+stop_scx
+sed -n '/^agent steps/,$p' /tmp/trace2.out
+got=$(awk -v t="$atid" '$1 == t && $NF == "steps" { print $3; exit }' /tmp/trace2.out)
+check "the marked agent loop has steps (${got:-none} >= $steps2)" test "${got:-0}" -ge "$steps2"
