@@ -127,6 +127,11 @@ enum Command {
     /// between (the difference is the preemption penalty), probe hits per
     /// entry point, and IRQ counts and time by IRQ and softirq vector. The
     /// IRQ tracepoints see device IRQs only, not the local timer or IPIs.
+    /// For threads of class agent, a per-step breakdown of the local tail:
+    /// a step runs from the wakeup that ends an interruptible sleep (a tool
+    /// reply) to the next interruptible sleep, split into runqueue wait,
+    /// run, IRQ and softirq time, page faults, block I/O and other D-state
+    /// sleep, with the p99 and slowest steps.
     /// Needs root, BTF and uprobes.
     Trace(trace::TraceArgs),
 }

@@ -26,6 +26,15 @@
  *    event is sent when the interrupted task is traced. irq_handler_entry/
  *    exit see device IRQs only: not the local timer or IPIs.
  *
+ * 5. Agent steps. For threads of class agent (marked, rule-classified or
+ *    set with `mark`), a step runs from a wakeup out of an interruptible
+ *    sleep to the next interruptible sleep; struct express_step
+ *    (trace_intf.h) says what it holds. The sched_wakeup, sched_switch, IRQ
+ *    and handle_mm_fault hooks add the parts up in task storage and send one
+ *    TRACE_EV_STEP event per step: one event per ~100 us-1 ms step, where
+ *    raw wakeup/fault events would be several. Other threads cost one task
+ *    storage lookup per wakeup and per page fault.
+ *
  * With `emit_events` off (--no-events) the probes do exactly what the
  * scheduler's do and nothing more, and no tracepoint is attached: that
  * measures the scheduler's probe cost.
@@ -124,6 +133,33 @@ struct {
 	__type(value, u64);
 } irq_start SEC(".maps");
 
+/* Per CPU: hard IRQ (0) and softirq (1) time so far, for agent steps. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u64[2]);
+} irq_cum SEC(".maps");
+
+/* Per agent thread: the step in progress. */
+struct step_state {
+	struct express_step s; /* sums so far; s.start_ns == 0: no step */
+	u64 wait_since;	       /* runnable, not running, since (0: not) */
+	u64 run_since;	       /* on CPU since (0: not) */
+	u64 dsleep_since;      /* in D-state sleep since (0: not) */
+	u64 fault_since;       /* in handle_mm_fault since (0: not) */
+	u64 irq_snap[2];       /* irq_cum of snap_cpu when waiting/running began */
+	s32 snap_cpu;
+	bool dsleep_io;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct step_state);
+} step_tasks SEC(".maps");
+
 /* ---- Helpers ---- */
 
 static __always_inline bool traced(struct task_struct *p)
@@ -153,7 +189,7 @@ static __always_inline struct express_event *event_new(u32 type, u64 now)
  * would preempt the traced threads ~100k times a second); wake it early only
  * when the ring is a quarter full.
  */
-static __always_inline void event_submit(struct express_event *e)
+static __always_inline void event_submit(void *e)
 {
 	u64 flags = BPF_RB_NO_WAKEUP;
 
@@ -323,9 +359,9 @@ int BPF_UPROBE(trace_mark_normal)
 
 /* ---- Context switches ---- */
 
-SEC("tp_btf/sched_switch")
-int BPF_PROG(trace_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
-	     unsigned int prev_state)
+/* A switch event for traced threads (--pid, CUDA and marker callers). */
+static __always_inline void switch_event(bool preempt, struct task_struct *prev,
+					 struct task_struct *next, unsigned int prev_state, u64 now)
 {
 	struct express_event *e;
 	u32 flags = 0;
@@ -335,13 +371,13 @@ int BPF_PROG(trace_sched_switch, bool preempt, struct task_struct *prev, struct 
 	if (traced(next))
 		flags |= TRACE_F_NEXT;
 	if (!flags)
-		return 0;
+		return;
 	if (preempt)
 		flags |= TRACE_F_PREEMPT;
 
-	e = event_new(TRACE_EV_SWITCH, bpf_ktime_get_ns());
+	e = event_new(TRACE_EV_SWITCH, now);
 	if (!e)
-		return 0;
+		return;
 	e->flags = flags;
 	e->pid = prev->tgid;
 	e->tid = prev->pid;
@@ -351,6 +387,21 @@ int BPF_PROG(trace_sched_switch, bool preempt, struct task_struct *prev, struct 
 	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), prev->comm);
 	bpf_probe_read_kernel_str(e->other, sizeof(e->other), next->comm);
 	event_submit(e);
+}
+
+static __always_inline void step_switch_out(struct task_struct *prev, bool preempt,
+					    unsigned int prev_state, u64 now);
+static __always_inline void step_switch_in(struct task_struct *next, u64 now);
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(trace_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	u64 now = bpf_ktime_get_ns();
+
+	switch_event(preempt, prev, next, prev_state, now);
+	step_switch_out(prev, preempt, prev_state, now);
+	step_switch_in(next, now);
 	return 0;
 }
 
@@ -387,6 +438,16 @@ static __always_inline void irq_account(void *totals, u32 key, u64 dur)
 	}
 }
 
+/* Adds @dur to this CPU's running IRQ time (slot 0 hard, 1 soft). */
+static __always_inline void irq_cum_add(u32 slot, u64 dur)
+{
+	u32 key = 0;
+	u64 *cum = bpf_map_lookup_elem(&irq_cum, &key);
+
+	if (cum && slot < 2)
+		cum[slot] += dur;
+}
+
 SEC("tp_btf/irq_handler_entry")
 int BPF_PROG(trace_irq_entry, int irq, struct irqaction *action)
 {
@@ -403,6 +464,7 @@ int BPF_PROG(trace_irq_exit, int irq, struct irqaction *action, int ret)
 	struct express_event *e;
 
 	irq_account(&hardirq_totals, key, dur);
+	irq_cum_add(0, dur);
 	if (!bpf_map_lookup_elem(&irq_names, &key)) {
 		bpf_probe_read_kernel_str(name, sizeof(name), action->name);
 		bpf_map_update_elem(&irq_names, &key, name, BPF_NOEXIST);
@@ -436,6 +498,7 @@ int BPF_PROG(trace_softirq_exit, unsigned int vec_nr)
 	struct express_event *e;
 
 	irq_account(&softirq_totals, key, dur);
+	irq_cum_add(1, dur);
 	if (!traced(bpf_get_current_task_btf()))
 		return 0;
 	e = event_new(TRACE_EV_SOFTIRQ, now);
@@ -445,5 +508,205 @@ int BPF_PROG(trace_softirq_exit, unsigned int vec_nr)
 	e->arg = vec_nr;
 	e->value = dur;
 	event_submit(e);
+	return 0;
+}
+
+/* ---- Agent steps (see 5. at the top) ---- */
+
+#define TASK_UNINTERRUPTIBLE_BIT 0x2
+
+/* task_struct with `cpu` at the top level (kernels without thread_info.cpu). */
+struct task_struct___cpu {
+	unsigned int cpu;
+} __attribute__((preserve_access_index));
+
+/* The CPU whose runqueue @p is on, or was last on. */
+static __always_inline s32 task_cpu_of(struct task_struct *p)
+{
+	if (bpf_core_field_exists(p->thread_info.cpu))
+		return BPF_CORE_READ(p, thread_info.cpu);
+	return BPF_CORE_READ((struct task_struct___cpu *)p, cpu);
+}
+
+/* A waiting or running interval begins on @cpu: note its IRQ time so far. */
+static __always_inline void step_snap(struct step_state *st, s32 cpu)
+{
+	u32 key = 0;
+	u64 *cum = bpf_map_lookup_percpu_elem(&irq_cum, &key, cpu);
+
+	st->snap_cpu = cpu;
+	st->irq_snap[0] = cum ? cum[0] : 0;
+	st->irq_snap[1] = cum ? cum[1] : 0;
+}
+
+/* The interval begun by step_snap ends: add that CPU's IRQ time since. */
+static __always_inline void step_irq(struct step_state *st, bool running)
+{
+	u32 key = 0;
+	u64 *cum = bpf_map_lookup_percpu_elem(&irq_cum, &key, st->snap_cpu);
+	u64 hard = 0, soft = 0;
+
+	if (!cum)
+		return;
+	if (cum[0] > st->irq_snap[0])
+		hard = cum[0] - st->irq_snap[0];
+	if (cum[1] > st->irq_snap[1])
+		soft = cum[1] - st->irq_snap[1];
+	st->s.hardirq_ns += hard;
+	st->s.softirq_ns += soft;
+	if (running)
+		st->s.irq_run_ns += hard + soft;
+}
+
+static __always_inline void step_dsleep_end(struct step_state *st, u64 now)
+{
+	u64 d = now - st->dsleep_since;
+
+	if (st->dsleep_io) {
+		st->s.io_ns += d;
+		st->s.io_waits++;
+	} else {
+		st->s.dsleep_ns += d;
+	}
+	st->dsleep_since = 0;
+}
+
+static __always_inline void step_begin(struct step_state *st, struct task_struct *p, u64 now)
+{
+	__builtin_memset(&st->s, 0, sizeof(st->s));
+	st->s.type = TRACE_EV_STEP;
+	st->s.start_ns = now;
+	st->s.pid = p->tgid;
+	st->s.tid = p->pid;
+	st->s.class = CLASS_AGENT;
+	bpf_probe_read_kernel_str(st->s.comm, sizeof(st->s.comm), p->comm);
+	st->run_since = 0;
+	st->dsleep_since = 0;
+	st->fault_since = 0;
+}
+
+/* The step ends at @now: send it. */
+static __always_inline void step_end(struct step_state *st, s32 cpu, u64 now)
+{
+	struct express_step *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (e) {
+		st->s.ts_ns = now;
+		st->s.cpu = cpu;
+		__builtin_memcpy(e, &st->s, sizeof(*e));
+		event_submit(e);
+	} else {
+		__sync_fetch_and_add(&dropped_events, 1);
+	}
+	st->s.start_ns = 0;
+	st->wait_since = 0;
+	st->run_since = 0;
+	st->dsleep_since = 0;
+}
+
+/*
+ * A step begins when an agent thread is woken from a sleep that ended its
+ * last step; a wakeup inside a step ends a D-state sleep. Either way the
+ * thread now waits on the runqueue of the CPU it was woken onto.
+ */
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(trace_sched_wakeup, struct task_struct *p)
+{
+	u64 now = bpf_ktime_get_ns();
+	struct step_state *st;
+
+	if (class_of(p, now) != CLASS_AGENT)
+		return 0;
+	st = bpf_task_storage_get(&step_tasks, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st)
+		return 0;
+	if (st->s.start_ns) {
+		/* Running or queued already: nothing new. */
+		if (!st->dsleep_since)
+			return 0;
+		step_dsleep_end(st, now);
+	} else {
+		/* Woken before it switched out: it never slept. */
+		if (BPF_CORE_READ(p, on_cpu))
+			return 0;
+		step_begin(st, p, now);
+	}
+	st->wait_since = now;
+	step_snap(st, task_cpu_of(p));
+	return 0;
+}
+
+/* @prev leaves the CPU: preempted (waits again), D-state sleep, or step end. */
+static __always_inline void step_switch_out(struct task_struct *prev, bool preempt,
+					    unsigned int prev_state, u64 now)
+{
+	struct step_state *st = bpf_task_storage_get(&step_tasks, prev, 0, 0);
+	s32 cpu = bpf_get_smp_processor_id();
+
+	if (!st || !st->s.start_ns)
+		return;
+	if (st->run_since) {
+		st->s.run_ns += now - st->run_since;
+		st->run_since = 0;
+		step_irq(st, true);
+	}
+	if (preempt || !prev_state) {
+		st->s.preempts++;
+		st->wait_since = now;
+		step_snap(st, cpu);
+	} else if (prev_state & TASK_UNINTERRUPTIBLE_BIT) {
+		st->dsleep_since = now;
+		st->dsleep_io = bpf_core_field_exists(prev->in_iowait) &&
+				BPF_CORE_READ_BITFIELD(prev, in_iowait);
+	} else {
+		step_end(st, cpu, now);
+	}
+}
+
+/* @next gets the CPU: its runqueue wait (if any) ends, a run begins. */
+static __always_inline void step_switch_in(struct task_struct *next, u64 now)
+{
+	struct step_state *st = bpf_task_storage_get(&step_tasks, next, 0, 0);
+	u64 w;
+
+	if (!st || !st->s.start_ns)
+		return;
+	if (st->dsleep_since)
+		step_dsleep_end(st, now); /* its wakeup was not seen */
+	if (st->wait_since) {
+		w = now - st->wait_since;
+		st->s.runq_ns += w;
+		if (!st->s.run_ns)
+			st->s.wake_wait_ns = w;
+		st->wait_since = 0;
+		step_irq(st, false);
+	}
+	st->run_since = now;
+	step_snap(st, bpf_get_smp_processor_id());
+}
+
+/* Page faults of a thread in a step: count and time in handle_mm_fault. */
+SEC("fentry/handle_mm_fault")
+int BPF_PROG(trace_fault_entry)
+{
+	struct step_state *st = bpf_task_storage_get(&step_tasks, bpf_get_current_task_btf(), 0, 0);
+
+	if (st && st->s.start_ns)
+		st->fault_since = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("fexit/handle_mm_fault")
+int BPF_PROG(trace_fault_exit)
+{
+	struct step_state *st = bpf_task_storage_get(&step_tasks, bpf_get_current_task_btf(), 0, 0);
+
+	if (!st || !st->fault_since)
+		return 0;
+	if (st->s.start_ns) {
+		st->s.fault_ns += bpf_ktime_get_ns() - st->fault_since;
+		st->s.faults++;
+	}
+	st->fault_since = 0;
 	return 0;
 }

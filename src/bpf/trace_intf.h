@@ -25,6 +25,7 @@ enum trace_event_type {
 	TRACE_EV_SWITCH = 4,  /* sched_switch with a traced prev or next */
 	TRACE_EV_IRQ = 5,     /* hard IRQ that interrupted a traced thread */
 	TRACE_EV_SOFTIRQ = 6, /* softirq run on a traced thread's time */
+	TRACE_EV_STEP = 7,    /* an agent thread's step ended (struct express_step) */
 };
 
 enum trace_event_flags {
@@ -56,6 +57,38 @@ struct express_event {
 	s32 next_tid;
 	char comm[TRACE_COMM_LEN];  /* task (switch: prev) */
 	char other[TRACE_COMM_LEN]; /* switch: next's comm; hard IRQ: handler name */
+};
+
+/*
+ * One step of an agent-class thread, BPF -> userspace through the same ring
+ * buffer (told apart by `type`, at the same offset as in express_event).
+ * A step runs from a wakeup out of an interruptible sleep (the tool reply
+ * arrived) to the thread's next interruptible sleep (or exit); sleeps in D
+ * state inside it (block I/O, page cache, kernel locks) are part of it.
+ * Parts overlap: IRQ time falls in runq_ns (on the CPU it was queued on) or
+ * run_ns; fault_ns in run_ns and, for a major fault, io_ns.
+ */
+struct express_step {
+	u64 ts_ns; /* end of the step (CLOCK_MONOTONIC) */
+	u32 type;  /* TRACE_EV_STEP */
+	s32 cpu;   /* CPU it last ran on */
+	s32 pid;
+	s32 tid;
+	u64 start_ns;	  /* the wakeup */
+	u64 wake_wait_ns; /* wakeup -> first run */
+	u64 runq_ns;	  /* every runnable-not-running interval (wake_wait_ns too) */
+	u64 run_ns;	  /* on CPU */
+	u64 hardirq_ns;	  /* hard IRQ time on its CPU while it waited or ran */
+	u64 softirq_ns;	  /* softirq time, likewise */
+	u64 irq_run_ns;	  /* the part of hardirq_ns + softirq_ns while it ran */
+	u64 fault_ns;	  /* in handle_mm_fault */
+	u64 io_ns;	  /* D-state sleep in io_schedule (block I/O, in_iowait) */
+	u64 dsleep_ns;	  /* other D-state sleep (locks, page cache, ...) */
+	u32 faults;	  /* page faults */
+	u32 io_waits;	  /* D-state sleeps counted in io_ns */
+	u32 preempts;	  /* times it was preempted (more runqueue waits) */
+	u32 class;	  /* its class at the wakeup (CLASS_AGENT) */
+	char comm[TRACE_COMM_LEN];
 };
 
 /* Per-CPU IRQ totals (maps `hardirq_totals`, `softirq_totals`). */

@@ -33,6 +33,7 @@ use skel::{TraceProgs, TraceSkel, TraceSkelBuilder};
 
 pub mod report;
 mod skel;
+pub mod steps;
 
 const MS: u64 = 1_000_000;
 /// Longest wait for events; the ring buffer is read at least this often.
@@ -66,7 +67,8 @@ pub struct TraceArgs {
     /// (CLOCK_MONOTONIC), event_type (launch, sync, mark, switch_out,
     /// switch_in, irq, softirq), pid, tid, comm, cpu, detail (symbol, switch
     /// kind, IRQ name), nested, class, state, other_tid, other_comm, irq,
-    /// duration_ns (IRQ time; off-CPU time for switch_in).
+    /// duration_ns (IRQ time; off-CPU time for switch_in). Agent steps
+    /// are not rows: they are summed up in the report.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
     /// Also write the report as JSON to FILE ("-": stdout, instead of the table).
@@ -149,6 +151,21 @@ struct Sink {
 
 impl Sink {
     fn take(&mut self, data: &[u8]) {
+        // Both records have `type` at offset 8; steps are not CSV rows.
+        let ty = data
+            .get(8..12)
+            .map(|b| u32::from_ne_bytes(b.try_into().unwrap()));
+        if ty == Some(bpf_intf::trace_event_type_TRACE_EV_STEP) {
+            if data.len() >= size_of::<bpf_intf::express_step>() {
+                // SAFETY: the BPF side writes a struct express_step.
+                let raw = unsafe {
+                    std::ptr::read_unaligned(data.as_ptr() as *const bpf_intf::express_step)
+                };
+                let (step, comm) = steps::Step::from_raw(&raw);
+                self.analyzer.steps.push(step, comm);
+            }
+            return;
+        }
         if data.len() < size_of::<bpf_intf::express_event>() {
             return;
         }
@@ -280,6 +297,7 @@ pub fn run(args: &TraceArgs, cfg: &Config, shutdown: &AtomicBool, verbose: bool)
         } else {
             irq_rows(&skel)
         },
+        agent_steps: steps::step_report(&analyzer.steps),
     };
     emit(args, &r)
 }
@@ -348,6 +366,9 @@ fn attach_tracepoints(skel: &TraceSkel<'_>, args: &TraceArgs) -> Result<Vec<libb
     }
     for (name, prog) in [
         ("sched_switch", &skel.progs.trace_sched_switch),
+        ("sched_wakeup", &skel.progs.trace_sched_wakeup),
+        ("handle_mm_fault entry", &skel.progs.trace_fault_entry),
+        ("handle_mm_fault exit", &skel.progs.trace_fault_exit),
         ("irq_handler_entry", &skel.progs.trace_irq_entry),
         ("irq_handler_exit", &skel.progs.trace_irq_exit),
         ("softirq_entry", &skel.progs.trace_softirq_entry),
@@ -357,6 +378,10 @@ fn attach_tracepoints(skel: &TraceSkel<'_>, args: &TraceArgs) -> Result<Vec<libb
             Ok(l) => tp_links.push(l),
             Err(e) if name == "sched_switch" => {
                 return Err(e).context("attaching the sched_switch tracepoint")
+            }
+            Err(e) if name == "sched_wakeup" => warn!("tracepoint {name}: {e} (no agent steps)"),
+            Err(e) if name.starts_with("handle_mm_fault") => {
+                warn!("{name}: {e} (agent steps show no page faults)")
             }
             Err(e) => warn!("tracepoint {name}: {e} (no IRQ statistics)"),
         }
@@ -440,6 +465,7 @@ fn trace(
         names: HashMap::new(),
     };
     let ring = event_ring(skel, sink)?;
+    let mut marks = MarkSync::new(skel)?;
 
     let start_ns = classify::monotonic_ns();
     let started = Instant::now();
@@ -463,6 +489,7 @@ fn trace(
                 attached_ns = Some(classify::monotonic_ns());
             }
         }
+        marks.tick();
         let was_open = probes.counts().window_open;
         probes.tick(&mut attacher, Instant::now());
         note_window(&mut windows, was_open, probes.counts().window_open);
@@ -483,6 +510,55 @@ fn trace(
         windows,
         counts,
     })
+}
+
+/// Copies the classes `scx_express mark` set in the running scheduler's
+/// task-class map (pinned) into the tracer's, once a second, so a thread
+/// marked agent there gets agent steps here; a mark cleared there is
+/// cleared here. Nothing while no scheduler runs. Costs a /proc walk and
+/// two map lookups per thread per second.
+struct MarkSync {
+    ours: TaskMap,
+    last: Option<Instant>,
+}
+
+impl MarkSync {
+    const EVERY: Duration = Duration::from_secs(1);
+
+    fn new(skel: &TraceSkel<'_>) -> Result<Self> {
+        Ok(Self {
+            ours: TaskMap::new(libbpf_rs::MapHandle::try_from(&skel.maps.task_class)?),
+            last: None,
+        })
+    }
+
+    fn tick(&mut self) {
+        if self.last.is_some_and(|l| l.elapsed() < Self::EVERY) {
+            return;
+        }
+        self.last = Some(Instant::now());
+        let Ok(sched) = TaskMap::open_pinned(classify::PIN_TASK_CLASS) else {
+            return;
+        };
+        for (_, tid) in classify::all_threads(Path::new("/proc")) {
+            let cli = sched
+                .class_info(tid)
+                .ok()
+                .flatten()
+                .filter(|c| c.source == Source::Cli as u32);
+            let class = match cli.map(|c| c.class) {
+                None => {
+                    let _ = self.ours.clear_class(tid, Source::Cli);
+                    continue;
+                }
+                Some(bpf_intf::task_class_CLASS_AGENT) => ClassName::Agent,
+                Some(bpf_intf::task_class_CLASS_GPU) => ClassName::Gpu,
+                Some(_) => ClassName::Normal,
+            };
+            // A thread that exited meanwhile is no error.
+            let _ = self.ours.set_class(tid, class, Source::Cli);
+        }
+    }
 }
 
 /// Says what is traced, how and for how long.

@@ -363,6 +363,8 @@ pub struct Analyzer {
     pub threads: HashMap<i32, ThreadStats>,
     pub points: HashMap<u64, PointCounts>,
     pub events: u64,
+    /// Agent threads' steps (TRACE_EV_STEP records).
+    pub steps: super::steps::StepLog,
     sim: Option<WindowSim>,
 }
 
@@ -786,6 +788,8 @@ pub struct Report {
     pub threads: Vec<ThreadRow>,
     pub points: Vec<PointRow>,
     pub irqs: Vec<IrqRow>,
+    /// Agent-class threads' steps and their breakdown (None: no steps).
+    pub agent_steps: Option<super::steps::StepReport>,
 }
 
 fn opt(v: Option<f64>, prec: usize) -> String {
@@ -801,6 +805,9 @@ pub fn render(r: &Report) -> String {
     render_pairs(&mut s, r);
     render_points(&mut s, r);
     render_irqs(&mut s, r);
+    if let Some(st) = &r.agent_steps {
+        super::steps::render(&mut s, st);
+    }
     s
 }
 
@@ -1281,6 +1288,7 @@ mod tests {
                 count: 10,
                 ms: 0.5,
             }],
+            agent_steps: None,
         };
         let text = render(&r);
         assert!(text.contains("launcher"), "{text}");
