@@ -10,9 +10,9 @@
 //! per decode step and stay probed. Launch entry points are called hundreds
 //! of times per step, so their probes are attached only in short windows
 //! (`launch_window_ms`): for a new CUDA process that its syncs did not
-//! classify, and every `launch_period_ms`, backing off while the windows
-//! find no launcher that never syncs: enough to classify such a launcher,
-//! at a small duty cycle.
+//! classify, and every `launch_period_ms` (32 times less often while every
+//! CUDA process has a gpu thread): enough to classify a launcher that never
+//! syncs, at a small duty cycle.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -236,17 +236,15 @@ fn detach_all<L: Send>(links: Vec<L>) {
 /// process (`ProbeManager::request_window`).
 pub const EXTRA_WINDOW_GAP: Duration = Duration::from_secs(1);
 
-/// How far periodic launch windows back off: a window in which no thread
-/// that never synced launched found nothing the sync probes would not, so
-/// the period doubles, up to this many times `launch_period_ms` (10 s by
-/// default: at most 320 s between windows). Launchers that sync are
-/// classified by their syncs; windows matter for those that never do, and
-/// one seen resets the period.
-pub const MAX_WINDOW_BACKOFF: u32 = 32;
-
-/// Reads a counter that grows when a launch window finds what it is for
-/// (the scheduler's `launch_only_hits`); None when it cannot be read.
-pub type WindowYield = Box<dyn FnMut() -> Option<u64> + Send>;
+/// While every process that maps a probed CUDA library has a gpu thread
+/// (discovery.rs says so: `set_unserved`), periodic launch windows come
+/// this many times less often (every 320 s instead of 10 s by default).
+/// Launchers that sync are classified by their syncs; the windows are for
+/// those that never do, and such a launcher's process has no gpu thread
+/// (until a window finds it, and again `idle_demote_ms` after). The one
+/// left to the long period: a second launcher that never syncs, in a
+/// process whose first one does.
+pub const SERVED_PERIOD_FACTOR: u32 = 32;
 
 /// Owns the uprobe links: permanent ones (sync, markers) and the launch
 /// probes of the current window.
@@ -257,19 +255,19 @@ pub struct ProbeManager<L: Send + 'static> {
     permanent: Vec<L>,
     window: Vec<L>,
     window_len: Duration,
-    /// `launch_period_ms`, and the period now: doubled after each window
-    /// that found nothing (`MAX_WINDOW_BACKOFF`), reset when one did.
-    base_period: Duration,
+    /// `launch_period_ms`.
     period: Duration,
-    window_yield: Option<WindowYield>,
     /// Some process that maps a probed CUDA library has no gpu thread (or
-    /// discovery has not said otherwise yet): windows do not back off, as
-    /// it may hold a launcher that never syncs, or one that has not
-    /// launched yet (a JIT compiling its kernels).
+    /// discovery has not said otherwise yet): periodic windows come every
+    /// `period`, as it may hold a launcher that never syncs, or one that
+    /// has not launched yet (a JIT compiling its kernels); otherwise
+    /// `SERVED_PERIOD_FACTOR` times less often.
     unserved: bool,
-    /// The window open now: when it opened, and `window_yield` then.
-    window_start: Option<(Instant, Option<u64>)>,
-    next_window: Instant,
+    /// The periodic schedule counts from here: the first library with
+    /// launch points, then each window's opening.
+    periodic_from: Instant,
+    /// A window asked for a new process (`request_window`), not before.
+    requested: Option<Instant>,
     window_end: Option<Instant>,
     last_window_end: Option<Instant>,
     /// Launch probes stay attached, like the others (`scx_express trace
@@ -301,12 +299,10 @@ impl<L: Send + 'static> ProbeManager<L> {
             permanent: Vec::new(),
             window: Vec::new(),
             window_len,
-            base_period: period,
             period,
-            window_yield: None,
             unserved: true,
-            window_start: None,
-            next_window: Instant::now(),
+            periodic_from: Instant::now(),
+            requested: None,
             window_end: None,
             last_window_end: None,
             launch_always: false,
@@ -315,22 +311,24 @@ impl<L: Send + 'static> ProbeManager<L> {
         }
     }
 
-    /// Backs periodic windows off while `window_yield` does not grow during
-    /// them. Without it every window comes `period` after the last.
-    pub fn with_window_yield(mut self, window_yield: WindowYield) -> Self {
-        self.window_yield = Some(window_yield);
-        self
-    }
-
     /// Discovery's word on whether a CUDA process lacks a gpu thread.
     pub fn set_unserved(&mut self, unserved: bool) {
         self.unserved = unserved;
     }
 
-    /// The period between launch windows now (after any backoff).
-    #[cfg(test)]
+    /// The period between periodic launch windows now.
     pub fn period(&self) -> Duration {
-        self.period
+        if self.unserved {
+            self.period
+        } else {
+            self.period * SERVED_PERIOD_FACTOR
+        }
+    }
+
+    /// When the next window opens, if none is open.
+    fn next_open(&self) -> Instant {
+        let periodic = self.periodic_from + self.period();
+        self.requested.map_or(periodic, |r| r.min(periodic))
     }
 
     /// A manager that keeps launch probes attached all the time.
@@ -386,16 +384,13 @@ impl<L: Send + 'static> ProbeManager<L> {
         if had_no_launch_points && !self.launch_points.is_empty() {
             // The first periodic window comes a period after the first
             // library, not at once.
-            self.next_window = Instant::now() + self.period;
+            self.periodic_from = Instant::now();
         }
     }
 
     fn close_window(&mut self, now: Instant) {
         if self.window_end.is_some() {
             self.last_window_end = Some(now);
-        }
-        if let Some((opened, before)) = self.window_start.take() {
-            self.back_off(opened, before);
         }
         let links = std::mem::take(&mut self.window);
         if !links.is_empty() {
@@ -426,28 +421,12 @@ impl<L: Send + 'static> ProbeManager<L> {
         self.counts.window_open = false;
     }
 
-    /// After a window that opened at `opened` with `window_yield` at
-    /// `before`: the next periodic one comes a period after it, the period
-    /// reset if the window found a launcher that never syncs or some CUDA
-    /// process has no gpu thread, doubled (up to `MAX_WINDOW_BACKOFF`) if
-    /// neither.
-    fn back_off(&mut self, opened: Instant, before: Option<u64>) {
-        let after = self.window_yield.as_mut().and_then(|f| f());
-        self.period = match (before, after) {
-            _ if self.unserved => self.base_period,
-            (Some(b), Some(a)) if a > b => self.base_period,
-            (Some(_), Some(_)) => (self.period * 2).min(self.base_period * MAX_WINDOW_BACKOFF),
-            _ => self.period,
-        };
-        self.next_window = opened + self.period;
-    }
-
     /// When `tick` next has something to do (a window to open or close).
     pub fn next_deadline(&self) -> Option<Instant> {
         if self.launch_always || self.launch_points.is_empty() {
             return None;
         }
-        Some(self.window_end.unwrap_or(self.next_window))
+        Some(self.window_end.unwrap_or_else(|| self.next_open()))
     }
 
     /// Opens a launch window soon for a process that started after its
@@ -462,9 +441,7 @@ impl<L: Send + 'static> ProbeManager<L> {
         let earliest = self
             .last_window_end
             .map_or(now, |end| (end + EXTRA_WINDOW_GAP).max(now));
-        if earliest < self.next_window {
-            self.next_window = earliest;
-        }
+        self.requested = Some(self.requested.map_or(earliest, |r| r.min(earliest)));
     }
 
     /// How long a caller polling for events may sleep, at most `max`, and
@@ -483,7 +460,7 @@ impl<L: Send + 'static> ProbeManager<L> {
             }
             return;
         }
-        if now < self.next_window || self.launch_points.is_empty() {
+        if self.launch_points.is_empty() || now < self.next_open() {
             return;
         }
         for (path, point) in &self.launch_points {
@@ -493,9 +470,8 @@ impl<L: Send + 'static> ProbeManager<L> {
             }
         }
         self.window_end = Some(now + self.window_len);
-        self.next_window = now + self.period;
-        let before = self.window_yield.as_mut().and_then(|f| f());
-        self.window_start = Some((now, before));
+        self.periodic_from = now;
+        self.requested = None;
         self.counts.window_open = true;
         self.counts.windows += 1;
         debug!(
@@ -747,48 +723,35 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn windows_that_find_no_launch_only_thread_back_off() {
-        use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-        let hits = std::sync::Arc::new(AtomicU64::new(0));
-        let h = hits.clone();
+    fn periodic_windows_are_rare_while_every_cuda_process_has_a_gpu_thread() {
         let mut a = FakeAttacher(vec![]);
         let base = Duration::from_secs(10);
-        let mut m = ProbeManager::new(Duration::from_millis(100), base)
-            .with_window_yield(Box::new(move || Some(h.load(SeqCst))));
+        let mut m = ProbeManager::new(Duration::from_millis(100), base);
         m.add_library(&mut a, launch_and_sync_library());
-        m.set_unserved(false);
-        let mut t = Instant::now();
-        // One window: open at t, close 100 ms later; returns the next start.
-        let mut window = |m: &mut ProbeManager<String>, t: Instant, found: bool| {
-            m.tick(&mut a, t);
-            assert!(m.counts().window_open, "no window at its time");
-            if found {
-                hits.fetch_add(3, SeqCst);
-            }
-            m.tick(&mut a, t + Duration::from_millis(100));
-            assert!(!m.counts().window_open);
-            m.next_deadline().unwrap()
-        };
-        t += base;
-        let mut periods = vec![];
-        for _ in 0..7 {
-            let next = window(&mut m, t, false);
-            periods.push((next - t).as_secs());
-            t = next;
-        }
-        assert_eq!(periods, [20, 40, 80, 160, 320, 320, 320]);
-        // A window that finds a launcher that never syncs resets the period.
-        let next = window(&mut m, t, true);
-        assert_eq!(next - t, base);
+        let t0 = Instant::now();
+        // Discovery has not spoken yet: the short period.
         assert_eq!(m.period(), base);
-        // So does a CUDA process with no gpu thread, while it lasts.
-        let t = next;
-        let next = window(&mut m, t, false);
-        assert_eq!(next - t, 2 * base);
+        m.set_unserved(false);
+        assert_eq!(m.period(), base * SERVED_PERIOD_FACTOR);
+        m.tick(&mut a, t0 + base + Duration::from_millis(1));
+        assert!(!m.counts().window_open, "no window at the short period");
+        // A process with no gpu thread: the short period again, counted
+        // from the same start, so the window is due at once.
         m.set_unserved(true);
-        let t = next;
-        assert_eq!(window(&mut m, t, false) - t, base);
-        assert_eq!(window(&mut m, t + base, false) - (t + base), base);
+        m.tick(&mut a, t0 + base + Duration::from_millis(2));
+        assert!(m.counts().window_open);
+        m.tick(&mut a, t0 + base + Duration::from_millis(200));
+        assert!(!m.counts().window_open);
+        // Served again: the next one a long period after this one opened.
+        m.set_unserved(false);
+        let opened = t0 + base + Duration::from_millis(2);
+        assert_eq!(
+            m.next_deadline(),
+            Some(opened + base * SERVED_PERIOD_FACTOR)
+        );
+        // A new process's request still comes soon.
+        m.request_window(opened + Duration::from_secs(5));
+        assert_eq!(m.next_deadline(), Some(opened + Duration::from_secs(5)));
     }
 
     #[test]

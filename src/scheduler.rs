@@ -194,21 +194,6 @@ impl Drop for Scheduler<'_> {
     }
 }
 
-/// Reads the `launch_only_hits` counter (summed over CPUs) from the probe
-/// thread, for the launch windows' backoff (`ProbeManager::with_window_yield`).
-fn launch_only_hits(stats: libbpf_rs::MapHandle) -> crate::probes::WindowYield {
-    let key = bpf_intf::stat_idx_STAT_LAUNCH_ONLY_HITS.to_ne_bytes();
-    Box::new(move || {
-        let per_cpu = stats.lookup_percpu(&key, MapFlags::ANY).ok()??;
-        Some(
-            per_cpu
-                .iter()
-                .filter_map(|v| Some(u64::from_ne_bytes(v.get(..8)?.try_into().ok()?)))
-                .sum(),
-        )
-    })
-}
-
 /// Attaches uprobes with the programs of classify.bpf.c, on the probe
 /// thread.
 struct SkelAttacher {
@@ -309,10 +294,7 @@ impl<'a> Scheduler<'a> {
         let manager = ProbeManager::new(
             Duration::from_millis(cfg.classify.launch_window_ms),
             Duration::from_millis(cfg.classify.launch_period_ms),
-        )
-        .with_window_yield(launch_only_hits(libbpf_rs::MapHandle::try_from(
-            &skel.maps.stats,
-        )?));
+        );
         let probes = ProbeThread::spawn(attacher, manager, new_libraries)?;
 
         let struct_ops =

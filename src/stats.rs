@@ -257,8 +257,6 @@ stat_table! {
         "Libraries with CUDA or marker uprobes attached";
     launch_windows: Counter Events Source::User, "launch_windows",
         "Launch-probe windows opened";
-    launch_only_hits: Counter Events Source::Bpf(stat_idx_STAT_LAUNCH_ONLY_HITS), "launch_only_hits",
-        "Launch-probe hits by threads that never hit a sync probe (what launch windows find; windows finding none back off)";
 }
 
 /// Per-CPU numbers, not table rows: the scheduler reads them from the

@@ -60,13 +60,7 @@ __hidden u32 task_class_of(struct task_struct *p)
 SEC("uprobe")
 int BPF_UPROBE(cuda_launch)
 {
-	/*
-	 * Counted for the launch windows' backoff (src/probes.rs): a window
-	 * in which no thread of this kind launched found nothing that the
-	 * sync probes would not, so the next one waits longer.
-	 */
-	if (note_cuda_call(true, bpf_ktime_get_ns()))
-		stat_inc(STAT_LAUNCH_ONLY_HITS);
+	note_cuda_call(true, bpf_ktime_get_ns());
 	return 0;
 }
 

@@ -111,24 +111,19 @@ static __always_inline void claim_current(struct task_class_info *ci, u32 class,
 		claim_process(class, source, now);
 }
 
-/*
- * The calling thread made a CUDA call at @now: it is a GPU launcher.
- * Returns true for a launch by a thread that has never hit a sync probe:
- * one that only a launch window can classify (what the windows are for).
- */
-static __always_inline bool note_cuda_call(bool launch, u64 now)
+/* The calling thread made a CUDA call at @now: it is a GPU launcher. */
+static __always_inline void note_cuda_call(bool launch, u64 now)
 {
 	struct task_class_info *ci = current_class_info();
 
 	if (!ci)
-		return false;
+		return;
 	if (launch)
 		ci->launches++;
 	else
 		ci->syncs++;
 	ci->last_gpu_ns = now;
 	claim_current(ci, CLASS_GPU, SRC_PROBE, now);
-	return launch && !ci->syncs;
 }
 
 /* The calling thread called a marker of @class at @now. */

@@ -62,7 +62,6 @@ enum stat_idx {
 	STAT_FAIR_CHARGED_NS,	 /* CPU time the BPF fair policy charged to vruntime (ns) */
 	STAT_FAIR_FORGIVEN_NS,	 /* of it, CPU time dropped at the debt bound (ns) */
 	STAT_FAIR_STARVED,	 /* queued fair tasks run out of order after STARVE_NS */
-	STAT_LAUNCH_ONLY_HITS,	 /* launch-probe hits by threads that never hit a sync probe */
 	NR_EXPRESS_STATS,
 };
 
