@@ -74,8 +74,13 @@ static void note_placement(struct task_struct *p, struct task_ctx *tctx, u32 cla
 	}
 }
 
-/* The express class @p may use now, or CLASS_NORMAL. */
-static u32 express_class(struct task_struct *p, struct task_ctx **tctxp, bool wakeup)
+/*
+ * The express class @p may use now, or CLASS_NORMAL. @from_select: called
+ * by ops.select_cpu(), whose verdict for this wakeup ops.enqueue() then
+ * keeps (select_fair), so that a denial is checked and counted once.
+ */
+static u32 express_class(struct task_struct *p, struct task_ctx **tctxp, bool wakeup,
+			 bool from_select)
 {
 	u32 class = task_class_of(p);
 	struct task_ctx *tctx;
@@ -86,10 +91,19 @@ static u32 express_class(struct task_struct *p, struct task_ctx **tctxp, bool wa
 	tctx = task_ctx_get(p);
 	if (!tctx)
 		return CLASS_NORMAL;
+	if (from_select) {
+		tctx->select_fair = 0;
+	} else if (wakeup && tctx->select_fair) {
+		/* ops.select_cpu() sent this wakeup to the fair path. */
+		tctx->select_fair = 0;
+		return CLASS_NORMAL;
+	}
 	now = bpf_ktime_get_ns();
 	note_placement(p, tctx, class, wakeup, now);
-	if (!budget_has_tokens(tctx, class, now))
+	if (!budget_has_tokens(tctx, class, now)) {
+		tctx->select_fair = from_select;
 		return CLASS_NORMAL;
+	}
 	*tctxp = tctx;
 	return class;
 }
@@ -252,14 +266,13 @@ __hidden s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wa
 {
 	struct task_ctx *tctx = NULL;
 	const struct cpumask *idle;
-	u32 class = express_class(p, &tctx, true);
+	u32 class = express_class(p, &tctx, true, true);
 	u64 now = bpf_ktime_get_ns();
 	struct pick pk;
 	s32 cpu;
 
 	if (class == CLASS_NORMAL || !tctx)
 		return EXPRESS_NONE;
-	tctx->select_fair = 0;
 	pk = (struct pick){ .now = now,
 			    .wake_flags = wake_flags,
 			    .prev_cpu = prev_cpu,
@@ -293,18 +306,13 @@ __hidden bool express_lane_enqueue(struct task_struct *p, u64 enq_flags)
 {
 	struct task_ctx *tctx = NULL;
 	bool wakeup = enq_flags & SCX_ENQ_WAKEUP;
-	u32 class = express_class(p, &tctx, wakeup);
+	u32 class = express_class(p, &tctx, wakeup, false);
 	struct cpu_ctx *cc;
 	u64 flags = SCX_ENQ_HEAD;
 	s32 cpu;
 
 	if (class == CLASS_NORMAL || !tctx)
 		return false;
-	/* ops.select_cpu() found no good CPU for this wakeup: fair path. */
-	if (tctx->select_fair) {
-		tctx->select_fair = 0;
-		return false;
-	}
 
 	/*
 	 * No ops.select_cpu() on this path: a slice ran out, or a wakeup that
