@@ -211,6 +211,21 @@ impl WindowSim {
     }
 }
 
+/// A uniform reservoir of `cap` slots, at its `seen`-th value (counted
+/// from 1, past the first `cap`): the slot it replaces, chosen with
+/// probability cap/seen, or None to drop it. `rng` is the xorshift64*
+/// state, seeded on first use.
+pub fn reservoir_slot(rng: &mut u64, seen: u64, cap: usize) -> Option<usize> {
+    if *rng == 0 {
+        *rng = 0x9e37_79b9_7f4a_7c15;
+    }
+    *rng ^= *rng >> 12;
+    *rng ^= *rng << 25;
+    *rng ^= *rng >> 27;
+    let r = rng.wrapping_mul(0x2545_f491_4f6c_dd1d) % seen.max(1);
+    ((r as usize) < cap).then_some(r as usize)
+}
+
 /// Up to `CAP` samples of a distribution; past that, a uniform reservoir
 /// (memory stays bounded on long traces; the median stays unbiased).
 #[derive(Debug, Clone, Default)]
@@ -231,16 +246,8 @@ impl Samples {
             self.v.push(x);
             return;
         }
-        // xorshift64*: replace a random slot with probability CAP/seen.
-        if self.rng == 0 {
-            self.rng = 0x9e37_79b9_7f4a_7c15;
-        }
-        self.rng ^= self.rng >> 12;
-        self.rng ^= self.rng << 25;
-        self.rng ^= self.rng >> 27;
-        let r = self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d) % self.seen;
-        if (r as usize) < Self::CAP {
-            self.v[r as usize] = x;
+        if let Some(i) = reservoir_slot(&mut self.rng, self.seen, Self::CAP) {
+            self.v[i] = x;
         }
     }
 

@@ -184,16 +184,8 @@ impl StepLog {
             self.kept.push(s);
             return;
         }
-        // xorshift64*: replace a random slot with probability CAP/seen.
-        if self.rng == 0 {
-            self.rng = 0x9e37_79b9_7f4a_7c15;
-        }
-        self.rng ^= self.rng >> 12;
-        self.rng ^= self.rng << 25;
-        self.rng ^= self.rng >> 27;
-        let r = self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d) % self.seen;
-        if (r as usize) < Self::CAP {
-            self.kept[r as usize] = s;
+        if let Some(i) = super::report::reservoir_slot(&mut self.rng, self.seen, Self::CAP) {
+            self.kept[i] = s;
         }
     }
 
