@@ -104,7 +104,15 @@ impl Results {
         for r in raw {
             let sched = r.header.get("sched").cloned().unwrap_or_default();
             match r.kind {
-                Kind::Info => boots.entry(sched.clone()).or_default().info = r.meta,
+                Kind::Info => {
+                    // A bundle run split by repeats leaves one boot per
+                    // scheduler and log: the retries of every one count.
+                    let b = boots.entry(sched.clone()).or_default();
+                    let before = boot_retries(&b.info);
+                    b.info = r.meta;
+                    let sum = before + boot_retries(&b.info);
+                    b.info.insert("retried_boots".into(), sum.to_string());
+                }
                 Kind::Final => boots.entry(sched.clone()).or_default().final_ = r.meta,
                 Kind::Cell => {
                     let h = |k: &str| r.header.get(k).map(String::as_str).unwrap_or("");
@@ -814,19 +822,19 @@ fn header(r: &Results) -> String {
     md + "\n"
 }
 
-/// Boots booted again per scheduler: its info's `attempt` (the boot whose
+/// Boots booted again for one boot's info: its `attempt` (the boot whose
 /// cells count) minus one, or more where the log showed more dead boots.
+fn boot_retries(info: &BTreeMap<String, String>) -> u32 {
+    let n = |k: &str| info.get(k).and_then(|v| v.parse::<u32>().ok());
+    let from_attempt = n("attempt").unwrap_or(1).saturating_sub(1);
+    from_attempt.max(n("retried_boots").unwrap_or(0))
+}
+
+/// Boots booted again per scheduler, over all its logs.
 pub fn retried_boots(r: &Results) -> Vec<(String, u32)> {
     r.boots
         .iter()
-        .map(|b| {
-            let n = |k: &str| b.info.get(k).and_then(|v| v.parse::<u32>().ok());
-            let from_attempt = n("attempt").unwrap_or(1).saturating_sub(1);
-            (
-                b.sched.clone(),
-                from_attempt.max(n("retried_boots").unwrap_or(0)),
-            )
-        })
+        .map(|b| (b.sched.clone(), boot_retries(&b.info)))
         .collect()
 }
 
@@ -1551,6 +1559,33 @@ mod tests {
         let r = Results::build(&p, raw, String::new());
         assert_eq!(p.smp, 2);
         assert!(header(&r).starts_with("- VMs: 8 vCPUs"), "{}", header(&r));
+    }
+
+    #[test]
+    fn retries_of_every_log_of_a_scheduler_count() {
+        // A run split by repeats: three logs per scheduler, one info each.
+        // express's second log had a dead boot (runner: retried_boots=1),
+        // its third none; eevdf's last boot was its second (attempt=2).
+        let p = smoke_plan();
+        let mut raw = raw_cells(&p, None);
+        raw.push(RawCell::info(
+            "express",
+            "smp=2\nattempt=1\nretried_boots=1\n",
+        ));
+        raw.push(RawCell::info(
+            "express",
+            "smp=2\nattempt=1\nretried_boots=0\n",
+        ));
+        raw.push(RawCell::info("eevdf", "smp=2\nattempt=2\n"));
+        let r = Results::build(&p, raw, String::new());
+        let got: BTreeMap<String, u32> = retried_boots(&r).into_iter().collect();
+        assert_eq!(got.get("express"), Some(&1));
+        assert_eq!(got.get("eevdf"), Some(&1));
+        let md = markdown(&r, &[]);
+        assert!(
+            md.contains("- Retried boots: 2 (eevdf 1, express 1)"),
+            "{md}"
+        );
     }
 
     #[test]
