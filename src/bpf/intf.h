@@ -84,7 +84,6 @@ enum lane_stat_idx {
 	LANE_LOST_CPU,	     /* express runs that lost the CPU while still runnable */
 	LANE_CUT_SHORT,	     /* of those, before their slice ended (preempted) */
 	LANE_TENANT_CAP,     /* task's tenant over its max_share: fair path */
-	LANE_HANDOFF,	     /* queued behind an express waker on its CPU (sync wakeup) */
 	NR_LANE_STATS,
 };
 

@@ -14,8 +14,7 @@
  *   3. any idle good CPU;
  *   4. preempt a normal task on a quiet CPU (the waker's CPU on a
  *      synchronous wakeup, else the previous CPU, then the same LLC), never
- *      another express task; on a synchronous wakeup by an express task,
- *      queue behind it on its CPU instead (a hand-off: it sleeps next);
+ *      another express task;
  *   5. with no quiet CPU free, steps 1-4 again, IRQ heat and idle depth
  *      notwithstanding (unless express_quiet_only).
  * The task is dispatched directly to that CPU's local queue: express
@@ -151,27 +150,6 @@ static bool preemptible(struct task_struct *p, const struct cpumask *idle, s32 c
 	       !bpf_cpumask_test_cpu(cpu, idle) && !(pk->quiet && cpu_irq_hot(cpu, pk->now));
 }
 
-/*
- * A synchronous wakeup by an express task running on @cpu, this CPU (a
- * tool server or a pipeline stage that replied and is about to sleep):
- * the wakee may wait behind it in @cpu's local queue, with no kick, if
- * nothing else waits there. It runs as soon as the waker sleeps, on the
- * CPU whose caches hold the reply, with no IPI and no task to preempt
- * elsewhere. Under disk noise at 2 vCPUs this halved the agent's steps
- * over 1 ms (docs/benchmarks.md, "The committed full run"): the other
- * CPU was the one taking the NVMe completions. A waker that does not
- * sleep holds the wakee for the rest of its slice (express.slice_us, 2 ms
- * by default): with a task in the local queue the kernel does not ask
- * ops.dispatch() to extend it (express_lane_keep()).
- */
-static bool handoff_ok(struct task_struct *p, s32 cpu, const struct pick *pk)
-{
-	struct cpu_ctx *cc = cpu_ctx_of(cpu);
-
-	return cc && cc->curr_express && bpf_cpumask_test_cpu(cpu, p->cpus_ptr) &&
-	       !scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL) && !(pk->quiet && cpu_irq_hot(cpu, pk->now));
-}
-
 /* Step 1: the previous CPU if it is idle and good, claimed. */
 static bool take_prev(struct task_struct *p, const struct cpumask *idle, const struct pick *pk)
 {
@@ -200,25 +178,17 @@ static s32 scan_idle(struct task_struct *p, const struct cpumask *idle, s64 llc,
 /*
  * Step 4: a CPU to preempt. A synchronous wakeup (the waker is about to
  * sleep, as a tool server does after its reply) takes the waker's CPU: no
- * IPI to wait for, and the data just sent is in its caches; an express
- * waker is not preempted but handed off from (handoff_ok()). Otherwise
- * the previous CPU first, then the same LLC, then any. Sets pk->where
- * for a hand-off.
+ * IPI to wait for, and the data just sent is in its caches. Otherwise the
+ * previous CPU first, then the same LLC, then any.
  */
-static s32 scan_preempt(struct task_struct *p, const struct cpumask *idle, struct pick *pk)
+static s32 scan_preempt(struct task_struct *p, const struct cpumask *idle, const struct pick *pk)
 {
 	u32 nr = scx_bpf_nr_cpu_ids(), llc = cpu_llc_of(pk->prev_cpu);
 	s32 cpu, other = -1, this_cpu = bpf_get_smp_processor_id();
 
-	if (pk->wake_flags & SCX_WAKE_SYNC) {
-		if (preemptible(p, idle, this_cpu, pk)) {
-			lane_stat_inc(pk->class, LANE_PREEMPT_WAKER);
-			return this_cpu;
-		}
-		if (handoff_ok(p, this_cpu, pk)) {
-			pk->where = LANE_HANDOFF;
-			return this_cpu;
-		}
+	if ((pk->wake_flags & SCX_WAKE_SYNC) && preemptible(p, idle, this_cpu, pk)) {
+		lane_stat_inc(pk->class, LANE_PREEMPT_WAKER);
+		return this_cpu;
 	}
 	if (preemptible(p, idle, pk->prev_cpu, pk))
 		return pk->prev_cpu;

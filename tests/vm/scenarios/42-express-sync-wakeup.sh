@@ -5,8 +5,6 @@
 # one, and `preempt_waker` counts it. Control in the same boot: a decode
 # launcher woken by its sleep timer (not a sync wakeup) preempts as before,
 # never on the waker's CPU. And no express run is cut short under the load.
-# With the tool server marked too (an express waker), the reply's wakeup
-# is handed off instead: queued behind the server on its CPU, no kick.
 # vmtest: smp=2 timeout=240 bins=target/release/scx_express,/usr/bin/stress-ng
 # vmtest: files=workloads/build:/opt/w
 # shellcheck source=../guest-lib.sh
@@ -46,30 +44,6 @@ a_lost=$(snap_sum /tmp/s1 classes.agent.lost_cpu)
 echo "agent: $a_lost express runs lost the CPU while runnable, $a_cut before their slice ended"
 [ $((a_cut * 100)) -le "$a_pre" ] || fail "agent: $a_cut express runs cut short (over 1% of $a_pre)"
 echo "ok: express runs are not cut short ($a_cut)"
-
-# With its tool server marked too, the waker is express: the agent is not
-# sent to preempt a hog elsewhere but handed off, queued behind the server
-# on its CPU with no kick (`handoff`), and the server is never preempted
-# for it (no preempt_waker).
-/opt/w/agent --duration 6 >/tmp/agent2.out 2>&1 &
-ag=$!
-tid=$(line_value /tmp/agent2.out agent_tid 10) || fail "agent 2 did not start"
-srv=$(line_value /tmp/agent2.out tool_server_pid 10) || fail "agent 2: no tool server pid"
-scx_express mark --tid "$tid" --class agent >/dev/null || fail "mark --tid $tid failed"
-scx_express mark --pid "$srv" --class agent >/dev/null || fail "mark --pid $srv failed"
-wait "$ag"
-stats_snapshot /tmp/s1b
-h_off=$(($(snap_sum /tmp/s1b classes.agent.handoff) - $(snap_sum /tmp/s1 classes.agent.handoff)))
-h_pre=$(($(snap_sum /tmp/s1b classes.agent.preempt) - a_pre))
-h_wak=$(($(snap_sum /tmp/s1b classes.agent.preempt_waker) - a_wak))
-echo "agent with an express server: $h_off hand-offs, $h_pre preemptions ($h_wak on the waker's CPU)"
-[ "$h_off" -ge 100 ] || fail "agent with an express server: only $h_off hand-offs"
-# Per step: two sync wakeups between two express tasks (the request, the
-# reply), handed off, and the server's 2 ms timer wakeup, a preemption:
-# about two thirds hand-offs (63% in one run); at least half, here.
-[ $((h_off * 10)) -ge $(((h_off + h_pre) * 5)) ] ||
-    fail "agent with an express server: $h_off hand-offs against $h_pre preemptions (expected most handed off)"
-echo "ok: sync wakeups by an express waker are handed off ($h_off of $((h_off + h_pre)))"
 
 # Control: timer wakeups are not synchronous.
 /opt/w/decode --duration 4 >/dev/null 2>&1

@@ -373,7 +373,6 @@ pub const LANE_COUNTERS: &[(&str, &str)] = &[
     ("classes.{c}.any", "lane_any"),
     ("classes.{c}.preempt", "lane_preempt"),
     ("classes.{c}.preempt_waker", "lane_preempt_waker"),
-    ("classes.{c}.handoff", "lane_handoff"),
     ("classes.{c}.not_quiet", "lane_not_quiet"),
     ("classes.{c}.requeue", "lane_requeue"),
     ("classes.{c}.no_tokens", "lane_no_tokens"),

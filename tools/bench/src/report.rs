@@ -501,7 +501,6 @@ const LANE_COLUMNS: &[(&str, &str)] = &[
     ("lane_any", "any"),
     ("lane_preempt", "preempt"),
     ("lane_preempt_waker", "(waker)"),
-    ("lane_handoff", "hand-off"),
     ("lane_not_quiet", "not quiet"),
     ("lane_requeue", "kept after slice"),
     ("lane_no_tokens", "out of tokens"),
