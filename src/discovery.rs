@@ -42,9 +42,10 @@ pub enum Discovery {
     Library(FoundLibrary),
     /// A process that started after its CUDA library was already probed.
     NewProcess(u32),
-    /// Whether some process that maps a probed CUDA library has no gpu
-    /// thread now (sent when it changes): periodic launch windows back off
-    /// only while every one has (`ProbeManager::set_unserved`).
+    /// Whether some process that maps a probed CUDA library, past its
+    /// grace (`NewProcessGate`), has no gpu thread now (sent when it
+    /// changes): periodic launch windows back off only while every one
+    /// has (`ProbeManager::set_unserved`).
     Unserved(bool),
 }
 
@@ -114,17 +115,21 @@ pub fn spawn_scanner(
             for pass in 0u64.. {
                 let found = scanner.scan(proc_root);
                 let now = Instant::now();
+                for pid in found.new_processes {
+                    gate.add(pid, now);
+                }
                 // About every 2 s: does a CUDA process lack a gpu thread?
+                // Not one in its grace: it has not had the time to sync,
+                // and counting it would open an overdue periodic window
+                // at once, the window its grace holds back.
                 if pass.is_multiple_of(full_every) {
                     let u = scanner.launch_processes().any(|pid| {
-                        process_has_gpu_thread(&class_map, proc_root, pid) == Some(false)
+                        !gate.in_grace(pid)
+                            && process_has_gpu_thread(&class_map, proc_root, pid) == Some(false)
                     });
                     if unserved.replace(u) != Some(u) && tx.send(Discovery::Unserved(u)).is_err() {
                         return;
                     }
-                }
-                for pid in found.new_processes {
-                    gate.add(pid, now);
                 }
                 let news = gate
                     .due(now, |pid| {
@@ -177,6 +182,11 @@ impl NewProcessGate {
         if !self.pending.iter().any(|&(p, _)| p == pid) {
             self.pending.push((pid, now + NEW_PROCESS_GRACE));
         }
+    }
+
+    /// Whether `pid` is still in its grace.
+    pub fn in_grace(&self, pid: u32) -> bool {
+        self.pending.iter().any(|&(p, _)| p == pid)
     }
 
     /// Processes whose grace has ended without a gpu thread.
@@ -770,12 +780,15 @@ mod tests {
         gate.add(11, t0 + Duration::from_millis(500)); // seen twice: once
         let never = |_| -> Option<bool> { panic!("asked before the grace ended") };
         assert!(gate.due(t0 + NEW_PROCESS_GRACE / 2, never).is_empty());
+        // In its grace a process does not make CUDA processes unserved.
+        assert!(gate.in_grace(10) && gate.in_grace(11) && !gate.in_grace(13));
         let state = |pid| match pid {
             10 => Some(true),
             11 => Some(false),
             _ => None,
         };
         assert_eq!(gate.due(t0 + NEW_PROCESS_GRACE, state), vec![11]);
+        assert!(!gate.in_grace(11), "after its grace it counts");
         assert!(
             gate.due(t0 + 4 * NEW_PROCESS_GRACE, state).is_empty(),
             "each process is decided once"

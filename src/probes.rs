@@ -257,8 +257,9 @@ pub struct ProbeManager<L: Send + 'static> {
     window_len: Duration,
     /// `launch_period_ms`.
     period: Duration,
-    /// Some process that maps a probed CUDA library has no gpu thread (or
-    /// discovery has not said otherwise yet): periodic windows come every
+    /// Some process that maps a probed CUDA library has no gpu thread past
+    /// its grace (or discovery has not said otherwise yet): periodic
+    /// windows come every
     /// `period`, as it may hold a launcher that never syncs, or one that
     /// has not launched yet (a JIT compiling its kernels); otherwise
     /// `SERVED_PERIOD_FACTOR` times less often.
