@@ -388,6 +388,7 @@ pub const LANE_COUNTERS: &[(&str, &str)] = &[
     ("fair_waits_over_1ms", "fair_waits_over_1ms"),
     ("fair_preempted", "fair_preempted"),
     ("rescued", "fair_rescued"),
+    ("launch_windows", "launch_windows"),
 ];
 
 /// The express lane's counters over a cell: the difference of two
@@ -613,7 +614,7 @@ pub mod tests {
     #[test]
     fn agent_exec_cells_are_agent_cells_with_spawn_times() {
         let out = AGENT.replace("\"tail_cdf\"", "\"tool\":\"exec\",\"tool_spawn_p50_us\":2900.5,\"tool_spawn_p99_us\":9000,\"tail_cdf\"");
-        let lane1 = "fair_wakeups 5\nclasses.agent.prev 7\nclasses.gpu.prev 100";
+        let lane1 = "fair_wakeups 5\nclasses.agent.prev 7\nclasses.gpu.prev 100\nlaunch_windows 3";
         let t = cell_text(
             "express",
             "baseline",
@@ -621,13 +622,15 @@ pub mod tests {
             1,
             &[
                 ("workload.out", &out),
-                ("lane0.txt", "fair_wakeups 1"),
+                ("lane0.txt", "fair_wakeups 1\nlaunch_windows 2"),
                 ("lane1.txt", lane1),
             ],
         );
         let m = measure(&split_cell(&t).unwrap());
         assert!(m.errors.is_empty(), "{:?}", m.errors);
         assert_eq!(m.metrics["tail_p99_us"], 900.0);
+        // A launch window opened during the cell (machine-wide counter).
+        assert_eq!(m.metrics["launch_windows"], 1.0);
         assert_eq!(m.metrics["tool_spawn_p50_us"], 2900.5);
         assert_eq!(m.tail_cdf.len(), 3);
         // Its lane counters are the agent class's.

@@ -512,6 +512,7 @@ const LANE_COLUMNS: &[(&str, &str)] = &[
     ("lane_lost_cpu", "lost CPU"),
     ("lane_cut_short", "cut short"),
     ("fair_waits_over_1ms", "fair waits > 1 ms"),
+    ("launch_windows", "launch windows"),
 ];
 
 /// One scheduler × scenario of the scale workload, medians over repeats.
