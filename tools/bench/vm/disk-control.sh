@@ -1,0 +1,56 @@
+#!/bin/sh
+# Benchmark (prints numbers, asserts nothing): how much of the decode
+# stand-in's tok/s disk noise takes when no scheduler can help, against
+# what it keeps under EEVDF and under scx_express, in one boot. The bench's
+# disk noise (fio randwrite, 4 jobs, iodepth 32, on the emulated NVMe
+# disk) costs the guest twice: its tasks compete for the vCPUs, and QEMU's
+# disk emulation (MMIO exits, its I/O threads) takes host CPU and stalls
+# vCPUs. The control isolates the first: EEVDF with the launcher alone on
+# CPU 0 and fio on the other CPUs (taskset), so what it still loses is
+# emulation, a cap no guest scheduler can lift. Phases, DUR s each:
+#   eevdf clean, eevdf disk, control (isolated) clean, control disk,
+#   express clean, express disk
+# and one line: "disk-control: eevdf R control R express R" (disk tok/s ÷
+# the same phase's clean tok/s).
+#   tests/vm/run.sh tools/bench/vm/disk-control.sh [--env DUR=5]
+# vmtest: smp=2 timeout=420 disk=1G bins=target/release/scx_express,/usr/bin/fio
+# vmtest: files=workloads/build:/opt/w
+# shellcheck source=../../../tests/vm/guest-lib.sh
+. /lib/vmtest/guest-lib.sh
+
+DUR=${DUR:-5}
+last=$((VMTEST_SMP - 1))
+
+# decode [PREFIX...]: one run of the stand-in; prints its tok/s.
+decode() {
+    "$@" /opt/w/decode --duration "$DUR" --json >/tmp/dec.out 2>&1
+    tail -n 1 /tmp/dec.out | sed -n 's/.*"tok_per_s":\([0-9.]*\).*/\1/p'
+}
+# fio_noise [PREFIX...]: the bench's disk noise for DUR + 2 s, in the background.
+fio_noise() {
+    "$@" fio --name=noise --filename="$VMTEST_DISK" --direct=1 --rw=randwrite --bs=4k \
+        --iodepth=32 --numjobs=4 --ioengine=libaio --time_based --runtime=$((DUR + 2)) \
+        >/tmp/fio.log 2>&1 &
+    noise=$!
+    sleep 1
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
+e_clean=$(decode)
+fio_noise
+e_disk=$(decode)
+wait "$noise"
+c_clean=$(decode taskset -c 0)
+fio_noise taskset -c "1-$last"
+c_disk=$(decode taskset -c 0)
+wait "$noise"
+start_scx /tmp/scx.log
+x_clean=$(decode)
+fio_noise
+x_disk=$(decode)
+wait "$noise"
+stop_scx
+
+log "tok/s clean/disk: eevdf $e_clean/$e_disk, control $c_clean/$c_disk, express $x_clean/$x_disk"
+echo "disk-control: eevdf $(ratio "$e_disk" "$e_clean") control $(ratio "$c_disk" "$c_clean")" \
+    "express $(ratio "$x_disk" "$x_clean")"
