@@ -259,10 +259,9 @@ pub struct ProbeManager<L: Send + 'static> {
     period: Duration,
     /// Some process that maps a probed CUDA library has no gpu thread past
     /// its grace (or discovery has not said otherwise yet): periodic
-    /// windows come every
-    /// `period`, as it may hold a launcher that never syncs, or one that
-    /// has not launched yet (a JIT compiling its kernels); otherwise
-    /// `SERVED_PERIOD_FACTOR` times less often.
+    /// windows come every `period`, as it may hold a launcher that never
+    /// syncs, or one that has not launched yet (a JIT compiling its
+    /// kernels); otherwise `SERVED_PERIOD_FACTOR` times less often.
     unserved: bool,
     /// The periodic schedule counts from here: the first library with
     /// launch points, then each window's opening.

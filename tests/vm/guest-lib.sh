@@ -386,3 +386,18 @@ finish_standins() {
     [ "${_steps:-0}" -ge 1 ] || fail_logs "agent did no step"
     echo "ok: the stand-ins finished their run (decode $_tokens tokens, agent $_steps steps)"
 }
+
+# disk_noise SECS FIO_ARGS... &: the bench's disk noise, fio random 4 KiB
+# writes, 4 jobs at iodepth 32 through libaio, for SECS s. Always start it
+# with &: it execs fio, so $! is fio's pid, to wait for or kill. FIO_ARGS
+# name the target and the output (e.g. --filename=$VMTEST_DISK --direct=1);
+# $DISK_NOISE_PREFIX, if set, goes before fio (e.g. "taskset -c 1"). The
+# bench (tools/bench/src/guest.sh) and the probes in tools/bench/vm/ all
+# call this one, so that a probe keeps measuring what the bench measures.
+disk_noise() {
+    _secs=$1
+    shift
+    # shellcheck disable=SC2086 # DISK_NOISE_PREFIX is a word list
+    exec $DISK_NOISE_PREFIX fio --name=noise "$@" --rw=randwrite --bs=4k --iodepth=32 \
+        --numjobs=4 --ioengine=libaio --time_based --runtime="$_secs"
+}

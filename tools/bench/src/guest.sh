@@ -167,10 +167,8 @@ noise_start() {
             fio_target="--filename=/tmp/fio.dat --size=256M --direct=0"
         fi
         # shellcheck disable=SC2086
-        fio --name=noise $fio_target --rw=randwrite --bs=4k --iodepth=32 \
-            --numjobs=4 --ioengine=libaio --time_based --runtime="$2" \
-            --group_reporting --output-format=json --output="$3/fio.json" \
-            >"$3/fio.log" 2>&1 &
+        disk_noise "$2" $fio_target --group_reporting --output-format=json \
+            --output="$3/fio.json" >"$3/fio.log" 2>&1 &
         noise_pids="$noise_pids $!"
         ;;
     esac

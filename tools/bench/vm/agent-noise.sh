@@ -37,9 +37,7 @@ json_num() { grep -o "\"$1\":[0-9.]*" /tmp/agent.out | head -n 1 | cut -d: -f2; 
 for noise in disk net; do
     case $noise in
     disk)
-        fio --name=noise --filename="$VMTEST_DISK" --direct=1 --rw=randwrite --bs=4k \
-            --iodepth=32 --numjobs=4 --ioengine=libaio --time_based --runtime=10 \
-            >/tmp/fio.log 2>&1 &
+        disk_noise 10 --filename="$VMTEST_DISK" --direct=1 >/tmp/fio.log 2>&1 &
         ;;
     net)
         iperf3 -s -p 5201 >/dev/null 2>&1 &

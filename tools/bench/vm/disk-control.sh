@@ -26,10 +26,9 @@ decode() {
     "$@" /opt/w/decode --duration "$DUR" --json >/tmp/dec.out 2>&1
     tail -n 1 /tmp/dec.out | sed -n 's/.*"tok_per_s":\([0-9.]*\).*/\1/p'
 }
-# fio_noise [PREFIX...]: the bench's disk noise for DUR + 2 s, in the background.
+# fio_noise [PREFIX]: the bench's disk noise for DUR + 2 s, in the background.
 fio_noise() {
-    "$@" fio --name=noise --filename="$VMTEST_DISK" --direct=1 --rw=randwrite --bs=4k \
-        --iodepth=32 --numjobs=4 --ioengine=libaio --time_based --runtime=$((DUR + 2)) \
+    DISK_NOISE_PREFIX=$1 disk_noise $((DUR + 2)) --filename="$VMTEST_DISK" --direct=1 \
         >/tmp/fio.log 2>&1 &
     noise=$!
     sleep 1
@@ -41,7 +40,7 @@ fio_noise
 e_disk=$(decode)
 wait "$noise"
 c_clean=$(decode taskset -c 0)
-fio_noise taskset -c "1-$last"
+fio_noise "taskset -c 1-$last"
 c_disk=$(decode taskset -c 0)
 wait "$noise"
 start_scx /tmp/scx.log
