@@ -271,6 +271,9 @@ impl<'a> Scheduler<'a> {
             .context("BPF object has no knobs section")?;
         apply_knobs(knobs, cfg, &topo);
         apply_shield_knobs(knobs, shielded);
+        if shielded.is_empty() {
+            skel.progs.express_bio_queue.set_autoload(false); // no shield: cost for nothing
+        }
 
         let mut skel =
             scx_ops_load!(skel, express_ops, uei).map_err(preflight::explain_load_error)?;

@@ -63,6 +63,9 @@ bool express_lane_keep(struct task_struct *prev);
 void express_lane_running(struct task_ctx *tctx, struct cpu_ctx *cc);
 void express_lane_stopping(struct task_struct *p, bool runnable, struct task_ctx *tctx,
 			   struct cpu_ctx *cc);
+bool io_task(struct task_struct *p);
+bool io_guarded(s32 cpu);
+s32 io_pick_cpu(struct task_struct *p, s32 prev_cpu, bool *is_idle);
 
 /* ---- Fair path: the policy, DSQs and pick (fair.bpf.c) ---- */
 extern const volatile bool fair_user_mode;
@@ -78,7 +81,7 @@ void fair_stopping(struct task_struct *p, struct task_ctx *tctx, struct cpu_ctx 
 void note_fair_dispatch(struct task_struct *p, bool fair);
 void note_fair_run(struct task_struct *p, struct task_ctx *tctx, u64 slice_ns);
 u64 fair_dsq(const struct task_struct *p, s32 cpu);
-bool fair_kick_idle(const struct task_struct *p, u64 dsq);
+bool fair_kick_idle(struct task_struct *p, u64 dsq);
 void fair_preempt_check(struct task_struct *p, s32 cpu, u64 dl, u32 idx);
 
 /* ---- Fair path through the userspace scheduler (usersched.bpf.c) ---- */

@@ -379,10 +379,12 @@ __hidden u64 fair_dsq(const struct task_struct *p, s32 cpu)
 
 /*
  * Wake an idle CPU that can run @p, so queued work does not wait for a
- * tick. Returns whether one was kicked.
+ * tick (for an I/O task, not a guarded one: placement.bpf.c). Returns
+ * whether one was kicked.
  */
-__hidden bool fair_kick_idle(const struct task_struct *p, u64 dsq)
+__hidden bool fair_kick_idle(struct task_struct *p, u64 dsq)
 {
+	bool idle;
 	s32 cpu;
 
 	if (dsq != SHARED_DSQ) {
@@ -391,9 +393,15 @@ __hidden bool fair_kick_idle(const struct task_struct *p, u64 dsq)
 		scx_bpf_kick_cpu(dsq, SCX_KICK_IDLE);
 		return true;
 	}
-	cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
-	if (cpu < 0)
-		return false;
+	if (!fair_user_mode && io_task(p)) {
+		cpu = io_pick_cpu(p, scx_bpf_task_cpu(p), &idle);
+		if (!idle)
+			return false;
+	} else {
+		cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
+		if (cpu < 0)
+			return false;
+	}
 	scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
 	return true;
 }
@@ -596,6 +604,35 @@ static bool move_shared_local(s32 cpu, u64 head)
 }
 
 /*
+ * A guarded CPU (placement.bpf.c: shielded, an express task on it) takes
+ * from the shared DSQ the first of its first LOCALITY_SCAN tasks that is
+ * not an I/O task; if all are, it takes none of them (an unshielded CPU
+ * will, or the starvation guard after STARVE_NS).
+ */
+static bool move_shared_guarded(void)
+{
+	struct task_struct *p;
+	u32 n = 0;
+
+	bpf_for_each(scx_dsq, p, SHARED_DSQ, 0) {
+		if (++n > LOCALITY_SCAN)
+			break;
+		if (!io_task(p))
+			return scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0);
+		stat_inc(STAT_IO_KEPT_OFF);
+	}
+	return false;
+}
+
+/* The shared DSQ's next task for @cpu: cache-warm first, I/O kept off a guarded CPU. */
+static bool move_shared(s32 cpu, u64 head)
+{
+	if (!fair_user_mode && io_guarded(cpu))
+		return move_shared_guarded();
+	return move_shared_local(cpu, head) || scx_bpf_dsq_move_to_local(SHARED_DSQ, 0);
+}
+
+/*
  * @prev may keep the CPU, else the earliest deadline runs. @rt_held: an RT
  * task holds this CPU (main.bpf.c, rt_waits_here()), so the ext deadline
  * server's few ms a second here belong to a @prev pinned to it; the shared
@@ -624,9 +661,9 @@ __hidden void fair_pick(s32 cpu, struct task_struct *prev, bool rt_held)
 	if (local <= shared) {
 		if (scx_bpf_dsq_move_to_local(cpu, 0))
 			return;
-		scx_bpf_dsq_move_to_local(SHARED_DSQ, 0);
+		move_shared(cpu, shared);
 	} else {
-		if (move_shared_local(cpu, shared) || scx_bpf_dsq_move_to_local(SHARED_DSQ, 0))
+		if (move_shared(cpu, shared))
 			return;
 		scx_bpf_dsq_move_to_local(cpu, 0);
 	}

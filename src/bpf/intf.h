@@ -62,6 +62,7 @@ enum stat_idx {
 	STAT_FAIR_CHARGED_NS,	 /* CPU time the BPF fair policy charged to vruntime (ns) */
 	STAT_FAIR_FORGIVEN_NS,	 /* of it, CPU time dropped at the debt bound (ns) */
 	STAT_FAIR_STARVED,	 /* queued fair tasks run out of order after STARVE_NS */
+	STAT_IO_KEPT_OFF,	 /* block-I/O tasks kept off a shielded CPU (irq_shield) */
 	NR_EXPRESS_STATS,
 };
 
@@ -120,6 +121,7 @@ struct cpu_ctx {
 	s32 idle_state;		  /* cpuidle state index, -1 when not idle */
 	u32 curr_express;	  /* running an express-lane task */
 	u64 express_runs;	  /* express-lane runs started here */
+	u64 express_stop_ns;	  /* the last express run here ended at */
 	u64 curr_fair_deadline;	  /* deadline of the fair-path task running, on the shared clock */
 	u64 curr_fair_vstart;	  /* its vruntime when that deadline was set, on the shared clock */
 	u64 curr_fair_lag;	  /* how far it may lag the front (fair.bpf.c, runnable_lag()) */
@@ -180,6 +182,7 @@ struct task_ctx {
 	u32 tenant;	       /* tenant index + 1 at its last resolution, 0: none */
 	u32 wake_class;	       /* class it woke up as (wake_ns valid) */
 	u64 wake_ns;	       /* express-class wakeup at, 0 once running */
+	u64 io_submit_ns;      /* last block I/O it submitted, with irq_shield only */
 };
 
 /*

@@ -175,7 +175,11 @@ s32 BPF_STRUCT_OPS(express_select_cpu, struct task_struct *p, s32 prev_cpu, u64 
 			return prev_cpu;
 	}
 
-	cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);
+	/* An I/O task's wakeup avoids the shielded CPUs in use (placement.bpf.c). */
+	if (!fair_user_mode && !is_usersched(p) && io_task(p))
+		cpu = io_pick_cpu(p, prev_cpu, &is_idle);
+	else
+		cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);
 	if (is_usersched(p)) {
 		if (!is_idle)
 			return usersched_cpu(p, cpu);

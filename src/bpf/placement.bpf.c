@@ -20,6 +20,10 @@
  * The task is dispatched directly to that CPU's local queue: express
  * wakeups never wait for the userspace round trip. With nowhere to go it
  * takes the fair path.
+ *
+ * With the shield, tasks that submit block I/O are also kept off the
+ * shielded CPUs an express task is using (io_task(), below): the IRQs of
+ * their I/O completions are the ones the shield cannot move.
  */
 #include "express.bpf.h"
 
@@ -228,6 +232,111 @@ static s32 pick_shielded(struct task_struct *p, const struct cpumask *idle, stru
 	return cpu;
 }
 
+/*
+ * ---- Block I/O off the shielded CPUs (express.irq_shield) ----
+ *
+ * A multi-queue block device (NVMe) has one queue per CPU, and each
+ * queue's completion IRQ is managed: the kernel keeps it on that CPU, so
+ * src/irq_shield.rs cannot move it. An I/O completes on the queue of the
+ * CPU that submitted it. The only way to keep those IRQs, and the
+ * submitter itself, off a shielded CPU is to run the tasks that submit
+ * block I/O elsewhere. Under TCG, fio's random writes sharing the decode
+ * stand-in's CPU cost it over half of its launches, IRQs about a tenth of
+ * its CPU (docs/benchmarks.md, "Disk noise"); on hardware an NVMe
+ * completion costs microseconds, a few per cent of a CPU at 100k IOPS.
+ *
+ * Only while an express task uses the CPU (running, or stopped less than
+ * EXPRESS_CPU_NS ago): a shield with no express task on it takes I/O
+ * tasks like any CPU. Only tasks allowed on more CPUs than are shielded,
+ * so each has an unshielded CPU to go to; a CPU-pinned task is never kept
+ * off. The fair path applies it at the three points where a task gets a
+ * CPU: the wakeup (io_pick_cpu()), the idle kick (fair_kick_idle()) and
+ * the pick from the shared DSQ (fair_pick()).
+ */
+
+/* A task that submitted block I/O this long ago still counts as one. */
+#define IO_TASK_NS     (100 * NSEC_PER_MSEC)
+/* A shielded CPU counts as in use this long after its last express run. */
+#define EXPRESS_CPU_NS (100 * NSEC_PER_MSEC)
+
+/*
+ * Every bio submitted, in the submitter's context (where its queue, and
+ * so its completion IRQ's CPU, is chosen; a bio resubmitted from an IRQ
+ * marks the task it interrupted, for at most IO_TASK_NS). Not loaded
+ * without a shield (src/scheduler.rs): then it costs nothing.
+ */
+SEC("tp_btf/block_bio_queue")
+int BPF_PROG(express_bio_queue, struct bio *bio)
+{
+	struct task_ctx *tctx;
+
+	if (!nr_shielded)
+		return 0;
+	tctx = task_ctx_get(bpf_get_current_task_btf());
+	if (tctx)
+		tctx->io_submit_ns = bpf_ktime_get_ns();
+	return 0;
+}
+
+/*
+ * @p submitted block I/O lately and may run on an unshielded CPU. Without
+ * a shield, one load and no clock read: the fair path's hot path calls it.
+ */
+__hidden bool io_task(struct task_struct *p)
+{
+	struct task_ctx *tctx;
+
+	if (!nr_shielded || p->nr_cpus_allowed <= nr_shielded)
+		return false;
+	tctx = task_ctx_get(p);
+	return tctx && tctx->io_submit_ns && bpf_ktime_get_ns() - tctx->io_submit_ns < IO_TASK_NS;
+}
+
+/* @cpu is shielded and an express task uses it: no I/O task goes there. */
+__hidden bool io_guarded(s32 cpu)
+{
+	struct cpu_ctx *cc;
+
+	if (!nr_shielded || cpu < 0 || cpu >= MAX_CPUS || !cpu_shielded[cpu])
+		return false;
+	cc = cpu_ctx_of(cpu);
+	return cc &&
+	       (cc->curr_express || bpf_ktime_get_ns() - cc->express_stop_ns < EXPRESS_CPU_NS);
+}
+
+/*
+ * A CPU for I/O task @p's wakeup off the guarded ones: @prev_cpu, then
+ * any, idle ones first (claimed: *is_idle set), else the first allowed
+ * one for its enqueue (fair_enqueue() then queues it on the shared DSQ).
+ */
+__hidden s32 io_pick_cpu(struct task_struct *p, s32 prev_cpu, bool *is_idle)
+{
+	u32 nr = scx_bpf_nr_cpu_ids();
+	s32 cpu, busy = -1;
+
+	*is_idle = false;
+	if (!io_guarded(prev_cpu) && bpf_cpumask_test_cpu(prev_cpu, p->cpus_ptr)) {
+		if (scx_bpf_test_and_clear_cpu_idle(prev_cpu)) {
+			*is_idle = true;
+			return prev_cpu;
+		}
+		busy = prev_cpu;
+	}
+	bpf_for(cpu, 0, nr) {
+		if (cpu >= MAX_CPUS)
+			break;
+		if (io_guarded(cpu) || !bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
+			continue;
+		if (scx_bpf_test_and_clear_cpu_idle(cpu)) {
+			*is_idle = true;
+			return cpu;
+		}
+		if (busy < 0)
+			busy = cpu;
+	}
+	return busy >= 0 ? busy : prev_cpu;
+}
+
 /* Steps 0-4 over the CPUs @pk allows: a CPU, or -1; sets pk->where. */
 static s32 pick_cpu(struct task_struct *p, const struct cpumask *idle, struct pick *pk)
 {
@@ -414,8 +523,11 @@ __hidden void express_lane_stopping(struct task_struct *p, bool runnable, struct
 		    now - tctx->express_since_ns < express_slice_ns)
 			lane_stat_inc(tctx->lane_class, LANE_CUT_SHORT);
 	}
-	if (cc)
+	if (cc) {
+		if (cc->curr_express)
+			cc->express_stop_ns = now;
 		cc->curr_express = 0;
+	}
 	if (tctx)
 		budget_charge(tctx, now);
 }

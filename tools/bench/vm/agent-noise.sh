@@ -8,6 +8,7 @@
 #   tests/vm/run.sh tools/bench/vm/agent-noise.sh                   # both marked
 #   tests/vm/run.sh tools/bench/vm/agent-noise.sh --env MARK_SERVER=0
 #   tests/vm/run.sh tools/bench/vm/agent-noise.sh --env SCHED_ARGS="--config /etc/x.toml"
+#   tests/vm/run.sh tools/bench/vm/agent-noise.sh --env SHIELD=1   # express.irq_shield on
 #   tests/vm/run.sh tools/bench/vm/agent-noise.sh --bin ~/.cache/scx_express/peers/bin/scx_bpfland \
 #       --env SCHED=scx_bpfland
 #
@@ -24,6 +25,10 @@
 
 SCHED=${SCHED:-scx_express}
 MARK_SERVER=${MARK_SERVER:-1}
+if [ "${SHIELD:-0}" = 1 ]; then
+    printf '[express]\nirq_shield = true\n' >/tmp/shield.toml
+    SCHED_ARGS="$SCHED_ARGS --config /tmp/shield.toml"
+fi
 # shellcheck disable=SC2086 # SCHED_ARGS is a word list
 "$SCHED" $SCHED_ARGS >/tmp/sched.log 2>&1 &
 wait_until 60 sched_state_is enabled || {

@@ -9,9 +9,13 @@
 # CPU 0 and fio on the other CPUs (taskset), so what it still loses is
 # emulation, a cap no guest scheduler can lift. Phases, DUR s each:
 #   eevdf clean, eevdf disk, control (isolated) clean, control disk,
-#   express clean, express disk
-# and one line: "disk-control: eevdf R control R express R" (disk tok/s ÷
-# the same phase's clean tok/s).
+#   express clean, express disk, shield clean, shield disk
+# where shield is scx_express with express.irq_shield = true (the
+# highest-numbered CPU shielded: the launcher goes there and tasks that
+# submit block I/O are kept off it), and one line:
+# "disk-control: eevdf R control R express R shield R" (disk tok/s ÷ the
+# same phase's clean tok/s). The log line also gives fio's IOPS in each
+# disk phase, what the ordinary task pays.
 #   tests/vm/run.sh tools/bench/vm/disk-control.sh [--env DUR=5]
 # vmtest: smp=2 timeout=420 disk=1G bins=target/release/scx_express,/usr/bin/fio
 # vmtest: files=workloads/build:/opt/w
@@ -33,23 +37,38 @@ fio_noise() {
     noise=$!
     sleep 1
 }
+# iops: the write IOPS of the last fio_noise, once it has ended.
+iops() { sed -n 's/.*write: IOPS=\([^,]*\),.*/\1/p' /tmp/fio.log | head -n 1; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
 e_clean=$(decode)
 fio_noise
 e_disk=$(decode)
 wait "$noise"
+e_iops=$(iops)
 c_clean=$(decode taskset -c 0)
 fio_noise "taskset -c 1-$last"
 c_disk=$(decode taskset -c 0)
 wait "$noise"
+c_iops=$(iops)
 start_scx /tmp/scx.log
 x_clean=$(decode)
 fio_noise
 x_disk=$(decode)
 wait "$noise"
+x_iops=$(iops)
+stop_scx
+printf '[express]\nirq_shield = true\n' >/tmp/shield.toml
+start_scx /tmp/scx.log --config /tmp/shield.toml
+s_clean=$(decode)
+s0=$(scx_stat io_kept_off)
+fio_noise
+s_disk=$(decode)
+wait "$noise"
+s_iops=$(iops)
+s1=$(scx_stat io_kept_off)
 stop_scx
 
-log "tok/s clean/disk: eevdf $e_clean/$e_disk, control $c_clean/$c_disk, express $x_clean/$x_disk"
+log "tok/s clean/disk: eevdf $e_clean/$e_disk, control $c_clean/$c_disk, express $x_clean/$x_disk, shield $s_clean/$s_disk (io_kept_off +$((s1 - s0))); fio IOPS: eevdf $e_iops, control $c_iops, express $x_iops, shield $s_iops"
 echo "disk-control: eevdf $(ratio "$e_disk" "$e_clean") control $(ratio "$c_disk" "$c_clean")" \
-    "express $(ratio "$x_disk" "$x_clean")"
+    "express $(ratio "$x_disk" "$x_clean") shield $(ratio "$s_disk" "$s_clean")"
