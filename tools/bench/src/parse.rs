@@ -418,10 +418,16 @@ pub fn lane(before: &str, after: &str, class: &str, m: &mut BTreeMap<String, f64
         let d = a.get(&key).unwrap_or(&0.0) - b.get(&key).unwrap_or(&0.0);
         m.insert(name.to_string(), d.max(0.0));
     }
-    let placed: f64 = ["lane_prev", "lane_llc", "lane_any", "lane_hand_off", "lane_preempt"]
-        .iter()
-        .map(|k| m[*k])
-        .sum();
+    let placed: f64 = [
+        "lane_prev",
+        "lane_llc",
+        "lane_any",
+        "lane_hand_off",
+        "lane_preempt",
+    ]
+    .iter()
+    .map(|k| m[*k])
+    .sum();
     m.insert("lane_wakeups".into(), placed);
     Ok(())
 }
