@@ -184,7 +184,7 @@ struct task_ctx {
 	u32 wake_class;	       /* class it woke up as (wake_ns valid) */
 	u64 wake_ns;	       /* express-class wakeup at, 0 once running */
 	u64 io_submit_ns;      /* last block I/O it submitted, with irq_shield only */
-	u32 last_waker;	       /* pid of the task current at its last express wakeup */
+	u32 last_waker;	       /* pid of the task current at its last sync express wakeup */
 };
 
 /*

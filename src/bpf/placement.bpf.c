@@ -220,7 +220,7 @@ static s32 scan_preempt(struct task_struct *p, const struct cpumask *idle, const
  * up microseconds later. So the wakee is queued on the waker's CPU with
  * no kick, if:
  *   - the waker is the task running here, in the lane, and @p was the
- *     last task to wake it (they answer each other). A softirq at an
+ *     last task to wake it synchronously (they answer each other). A softirq at an
  *     interrupt's exit makes sync wakeups too, in the name of whatever
  *     task it interrupted: that task did not wake @p's last waker, so it
  *     does not pass, and it may not sleep soon (the flaw of the first
@@ -428,7 +428,9 @@ __hidden s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wa
 
 	if (class == CLASS_NORMAL || !tctx)
 		return EXPRESS_NONE;
-	tctx->last_waker = bpf_get_current_pid_tgid();
+	/* Sync wakeups only: a tool server's timer must not erase its client. */
+	if (wake_flags & SCX_WAKE_SYNC)
+		tctx->last_waker = bpf_get_current_pid_tgid();
 	pk = (struct pick){ .now = now,
 			    .wake_flags = wake_flags,
 			    .prev_cpu = prev_cpu,
