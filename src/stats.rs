@@ -146,8 +146,6 @@ stat_table! {
     preempt_waker: Counter Events Source::Lane(lane_stat_idx_LANE_PREEMPT_WAKER),
         "express_preempt_waker",
         "Express preemptions on the waker's CPU (synchronous wakeups)";
-    hand_off: Counter Events Source::Lane(lane_stat_idx_LANE_HANDOFF), "express_hand_off",
-        "Express wakeups queued behind the express task they answer, on its CPU (synchronous)";
     not_quiet: Counter Events Source::Lane(lane_stat_idx_LANE_NOT_QUIET), "express_not_quiet",
         "Express wakeups placed on an IRQ-hot or deep-idle CPU: none quiet was free";
     requeue: Counter Events Source::Lane(lane_stat_idx_LANE_REQUEUE), "express_requeue",

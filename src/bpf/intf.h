@@ -85,7 +85,6 @@ enum lane_stat_idx {
 	LANE_LOST_CPU,	     /* express runs that lost the CPU while still runnable */
 	LANE_CUT_SHORT,	     /* of those, before their slice ended (preempted) */
 	LANE_TENANT_CAP,     /* task's tenant over its max_share: fair path */
-	LANE_HANDOFF,	     /* queued behind the express task it answers, on its CPU */
 	NR_LANE_STATS,
 };
 
@@ -184,7 +183,6 @@ struct task_ctx {
 	u32 wake_class;	       /* class it woke up as (wake_ns valid) */
 	u64 wake_ns;	       /* express-class wakeup at, 0 once running */
 	u64 io_submit_ns;      /* last block I/O it submitted, with irq_shield only */
-	u32 last_waker;	       /* pid of the task current at its last sync express wakeup */
 };
 
 /*

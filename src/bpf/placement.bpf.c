@@ -12,11 +12,9 @@
  *   1. the previous CPU, if idle and good (warm caches);
  *   2. an idle good CPU in the same LLC;
  *   3. any idle good CPU;
- *   4. hand off: on a synchronous wakeup by an express task that this
- *      task itself last woke (a request and its reply), queue behind it
- *      on its CPU; else preempt a normal task on a quiet CPU (the waker's
- *      CPU on a synchronous wakeup, else the previous CPU, then the same
- *      LLC), never another express task;
+ *   4. preempt a normal task on a quiet CPU (the waker's CPU on a
+ *      synchronous wakeup, else the previous CPU, then the same LLC), never
+ *      another express task;
  *   5. with no quiet CPU free, steps 1-4 again, IRQ heat and idle depth
  *      notwithstanding (unless express_quiet_only).
  * The task is dispatched directly to that CPU's local queue: express
@@ -212,47 +210,6 @@ static s32 scan_preempt(struct task_struct *p, const struct cpumask *idle, const
 }
 
 /*
- * Step 4, hand-off. An agent and its tool server, both in the lane, wake
- * each other synchronously: each writes and then sleeps. Preempting a
- * normal task on another CPU for the reply costs an IPI and a switch
- * there (about 50 us more than an idle wakeup under TCG, at 8 vCPUs under
- * cpu4x a third of the agent's wakeups), and the waker's own CPU frees
- * up microseconds later. So the wakee is queued on the waker's CPU with
- * no kick, if:
- *   - the waker is the task running here, in the lane, and @p was the
- *     last task to wake it synchronously (they answer each other). A softirq at an
- *     interrupt's exit makes sync wakeups too, in the name of whatever
- *     task it interrupted: that task did not wake @p's last waker, so it
- *     does not pass, and it may not sleep soon (the flaw of the first
- *     try, 2c63256, docs/benchmarks.md);
- *   - nothing else is queued here to run first;
- * and the waker's slice is cut to HANDOFF_NS: if it does not sleep after
- * all, @p waits that long at most, then runs (the waker is requeued
- * behind it).
- */
-#define HANDOFF_NS (200 * NSEC_PER_USEC)
-
-static bool hand_off(struct task_struct *p, const struct pick *pk)
-{
-	struct task_struct *cur = bpf_get_current_task_btf();
-	s32 cpu = bpf_get_smp_processor_id();
-	struct task_ctx *wctx;
-	struct cpu_ctx *cc;
-
-	if (!(pk->wake_flags & SCX_WAKE_SYNC) || !bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
-		return false;
-	cc = cpu_ctx_of(cpu);
-	if (!cc || !cc->curr_express || scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL))
-		return false;
-	wctx = task_ctx_get(cur);
-	if (!wctx || wctx->last_waker != p->pid)
-		return false;
-	if (cur->scx.slice > HANDOFF_NS)
-		scx_bpf_task_set_slice(cur, HANDOFF_NS);
-	return true;
-}
-
-/*
  * Step 0: steps 1 and 3 over the shielded CPUs only (the previous CPU,
  * then any; shielded CPUs are few, so no LLC pass). One more scan of the
  * CPUs per quiet express wakeup with a shield, none without.
@@ -396,9 +353,6 @@ static s32 pick_cpu(struct task_struct *p, const struct cpumask *idle, struct pi
 	pk->where = LANE_ANY;
 	if ((cpu = scan_idle(p, idle, -1, pk)) >= 0)
 		return cpu;
-	pk->where = LANE_HANDOFF;
-	if (hand_off(p, pk))
-		return bpf_get_smp_processor_id();
 	pk->where = LANE_PREEMPT;
 	if (express_preempt)
 		return scan_preempt(p, idle, pk);
@@ -428,9 +382,6 @@ __hidden s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wa
 
 	if (class == CLASS_NORMAL || !tctx)
 		return EXPRESS_NONE;
-	/* Sync wakeups only: a tool server's timer must not erase its client. */
-	if (wake_flags & SCX_WAKE_SYNC)
-		tctx->last_waker = bpf_get_current_pid_tgid();
 	pk = (struct pick){ .now = now,
 			    .wake_flags = wake_flags,
 			    .prev_cpu = prev_cpu,

@@ -373,7 +373,6 @@ pub const LANE_COUNTERS: &[(&str, &str)] = &[
     ("classes.{c}.any", "lane_any"),
     ("classes.{c}.preempt", "lane_preempt"),
     ("classes.{c}.preempt_waker", "lane_preempt_waker"),
-    ("classes.{c}.hand_off", "lane_hand_off"),
     ("classes.{c}.not_quiet", "lane_not_quiet"),
     ("classes.{c}.requeue", "lane_requeue"),
     ("classes.{c}.no_tokens", "lane_no_tokens"),
@@ -418,16 +417,10 @@ pub fn lane(before: &str, after: &str, class: &str, m: &mut BTreeMap<String, f64
         let d = a.get(&key).unwrap_or(&0.0) - b.get(&key).unwrap_or(&0.0);
         m.insert(name.to_string(), d.max(0.0));
     }
-    let placed: f64 = [
-        "lane_prev",
-        "lane_llc",
-        "lane_any",
-        "lane_hand_off",
-        "lane_preempt",
-    ]
-    .iter()
-    .map(|k| m[*k])
-    .sum();
+    let placed: f64 = ["lane_prev", "lane_llc", "lane_any", "lane_preempt"]
+        .iter()
+        .map(|k| m[*k])
+        .sum();
     m.insert("lane_wakeups".into(), placed);
     Ok(())
 }

@@ -499,7 +499,6 @@ const LANE_COLUMNS: &[(&str, &str)] = &[
     ("lane_prev", "prev"),
     ("lane_llc", "LLC"),
     ("lane_any", "any"),
-    ("lane_hand_off", "hand-off"),
     ("lane_preempt", "preempt"),
     ("lane_preempt_waker", "(waker)"),
     ("lane_not_quiet", "not quiet"),
