@@ -152,6 +152,7 @@ snap_sum() {
 start_scx() {
     _log=$1
     shift
+    _seq_before=$(enable_seq)
     scx_express "$@" >"$_log" 2>&1 &
     SCX_PID=$!
     _now_cs
@@ -165,7 +166,16 @@ start_scx() {
         [ "$_now" -lt "$_deadline" ] || { cat "$_log"; fail "scx_express did not attach in 60 s"; }
         sleep 0.1
     done
+    # The kernel counts an enable (enable_seq) only after it has set the
+    # state to enabled and logged it: read at once, the count can still be
+    # the old one (CI caught it under TCG), and a test comparing counts
+    # would take the late increment for an ejection.
+    wait_until 10 _enable_seq_above "$_seq_before" || {
+        cat "$_log"
+        fail "enable_seq stayed $_seq_before after the attach"
+    }
 }
+_enable_seq_above() { [ "$(enable_seq)" -gt "$1" ]; }
 
 # stop_scx: SIGINT the scx_express started by start_scx; fail unless it
 # exits 0 and sched_ext returns to disabled.
