@@ -41,6 +41,11 @@ control=$!
 track control_hog "$control"
 sleep 2
 
+# Clean file pages for reclaim to take (64 MiB, on the disk, cached):
+# without them it found next to nothing to evict (a few hundred pages, and
+# none in one CI run), and the test showed nothing.
+dd if=/dev/zero of=/mnt/cache.dat bs=1M count=64 2>/dev/null && sync || fail "cannot fill the page cache"
+cat /mnt/cache.dat >/dev/null
 f0=$(majflt "$SCX_PID") c0=$(majflt "$control") r0=$(vmstat_sum '^pgsteal_')
 stress-ng --vm 2 --vm-bytes 95% --vm-keep --timeout "${SECS}s" >/tmp/stress.log 2>&1 &
 stress=$!
