@@ -378,6 +378,21 @@ __hidden u64 fair_dsq(const struct task_struct *p, s32 cpu)
 }
 
 /*
+ * The I/O rule (placement.bpf.c: tasks that submit block I/O stay off a
+ * shielded CPU an express task uses) belongs to the BPF fair path; in
+ * userspace mode userspace places fair tasks. These two are its gates.
+ */
+__hidden bool fair_io_task(struct task_struct *p)
+{
+	return !fair_user_mode && io_task(p);
+}
+
+static bool fair_io_guarded(s32 cpu)
+{
+	return !fair_user_mode && io_guarded(cpu);
+}
+
+/*
  * Wake an idle CPU that can run @p, so queued work does not wait for a
  * tick (for an I/O task, not a guarded one: placement.bpf.c). Returns
  * whether one was kicked.
@@ -393,7 +408,7 @@ __hidden bool fair_kick_idle(struct task_struct *p, u64 dsq)
 		scx_bpf_kick_cpu(dsq, SCX_KICK_IDLE);
 		return true;
 	}
-	if (!fair_user_mode && io_task(p)) {
+	if (fair_io_task(p)) {
 		cpu = io_pick_cpu(p, scx_bpf_task_cpu(p), &idle);
 		if (!idle)
 			return false;
@@ -627,7 +642,7 @@ static bool move_shared_guarded(void)
 /* The shared DSQ's next task for @cpu: cache-warm first, I/O kept off a guarded CPU. */
 static bool move_shared(s32 cpu, u64 head)
 {
-	if (!fair_user_mode && io_guarded(cpu))
+	if (fair_io_guarded(cpu))
 		return move_shared_guarded();
 	return move_shared_local(cpu, head) || scx_bpf_dsq_move_to_local(SHARED_DSQ, 0);
 }
@@ -657,7 +672,12 @@ __hidden void fair_pick(s32 cpu, struct task_struct *prev, bool rt_held)
 	if (keep_prev(prev, local < shared ? local : shared))
 		return;
 
-	/* Pinned work and shared work compete on deadline, so neither starves. */
+	/*
+	 * Pinned work and shared work compete on deadline, so neither starves.
+	 * Either branch takes shared work through move_shared(), so the
+	 * cache-warm and I/O rules hold in both (with @rt_held, shared is -1
+	 * and the locality scan stops at once: a plain move of the head).
+	 */
 	if (local <= shared) {
 		if (scx_bpf_dsq_move_to_local(cpu, 0))
 			return;

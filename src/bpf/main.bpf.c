@@ -176,7 +176,7 @@ s32 BPF_STRUCT_OPS(express_select_cpu, struct task_struct *p, s32 prev_cpu, u64 
 	}
 
 	/* An I/O task's wakeup avoids the shielded CPUs in use (placement.bpf.c). */
-	if (!fair_user_mode && !is_usersched(p) && io_task(p))
+	if (!is_usersched(p) && fair_io_task(p))
 		cpu = io_pick_cpu(p, prev_cpu, &is_idle);
 	else
 		cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);

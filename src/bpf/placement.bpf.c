@@ -308,6 +308,7 @@ __hidden bool io_guarded(s32 cpu)
  * A CPU for I/O task @p's wakeup off the guarded ones: @prev_cpu, then
  * any, idle ones first (claimed: *is_idle set), else the first allowed
  * one for its enqueue (fair_enqueue() then queues it on the shared DSQ).
+ * A wakeup whose @prev_cpu is guarded counts in io_kept_off.
  */
 __hidden s32 io_pick_cpu(struct task_struct *p, s32 prev_cpu, bool *is_idle)
 {
@@ -315,7 +316,9 @@ __hidden s32 io_pick_cpu(struct task_struct *p, s32 prev_cpu, bool *is_idle)
 	s32 cpu, busy = -1;
 
 	*is_idle = false;
-	if (!io_guarded(prev_cpu) && bpf_cpumask_test_cpu(prev_cpu, p->cpus_ptr)) {
+	if (io_guarded(prev_cpu))
+		stat_inc(STAT_IO_KEPT_OFF);
+	else if (bpf_cpumask_test_cpu(prev_cpu, p->cpus_ptr)) {
 		if (scx_bpf_test_and_clear_cpu_idle(prev_cpu)) {
 			*is_idle = true;
 			return prev_cpu;
