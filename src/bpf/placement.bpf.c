@@ -123,13 +123,17 @@ struct pick {
 	enum lane_stat_idx where; /* out: the step that found the CPU */
 };
 
-/* Idle, allowed and, for a quiet pick, quiet and shallow; counts skips. */
+/*
+ * Idle, allowed and, for a quiet pick, quiet and shallow; counts skips.
+ * The shield test (an array read) goes before the two cpumask kfuncs:
+ * step 0 passes over every unshielded CPU.
+ */
 static bool good_idle(struct task_struct *p, const struct cpumask *idle, s32 cpu,
 		      const struct pick *pk)
 {
-	if (!bpf_cpumask_test_cpu(cpu, p->cpus_ptr) || !bpf_cpumask_test_cpu(cpu, idle))
-		return false;
 	if (pk->shielded && (cpu < 0 || cpu >= MAX_CPUS || !cpu_shielded[cpu]))
+		return false;
+	if (!bpf_cpumask_test_cpu(cpu, idle) || !bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
 		return false;
 	if (!pk->quiet)
 		return true;
@@ -340,8 +344,8 @@ __hidden s32 io_pick_cpu(struct task_struct *p, s32 prev_cpu, bool *is_idle)
 	return busy >= 0 ? busy : prev_cpu;
 }
 
-/* Steps 0-4 over the CPUs @pk allows: a CPU, or -1; sets pk->where. */
-static s32 pick_cpu(struct task_struct *p, const struct cpumask *idle, struct pick *pk)
+/* Steps 0-3: an idle CPU, claimed, or -1; sets pk->where. */
+static s32 pick_idle(struct task_struct *p, const struct cpumask *idle, struct pick *pk)
 {
 	s32 cpu;
 
@@ -354,7 +358,23 @@ static s32 pick_cpu(struct task_struct *p, const struct cpumask *idle, struct pi
 	if ((cpu = scan_idle(p, idle, cpu_llc_of(pk->prev_cpu), pk)) >= 0)
 		return cpu;
 	pk->where = LANE_ANY;
-	if ((cpu = scan_idle(p, idle, -1, pk)) >= 0)
+	return scan_idle(p, idle, -1, pk);
+}
+
+/* Steps 0-4 over the CPUs @pk allows: a CPU, or -1; sets pk->where. */
+static s32 pick_cpu(struct task_struct *p, const struct cpumask *idle, struct pick *pk)
+{
+	s32 cpu;
+
+	/*
+	 * Steps 0-3 pass over the CPUs up to three times, two kfunc tests per
+	 * CPU, on the wakeup's own path: a few hundred ns natively, growing
+	 * with the CPUs, and at 2 vCPUs under TCG a third of the pick's cost
+	 * (docs/benchmarks.md, "What a wakeup costs in BPF"). On a saturated
+	 * machine, where express wakeups preempt, no CPU is idle, and one
+	 * word-wide test says so.
+	 */
+	if (bpf_cpumask_intersects(idle, p->cpus_ptr) && (cpu = pick_idle(p, idle, pk)) >= 0)
 		return cpu;
 	pk->where = LANE_PREEMPT;
 	if (express_preempt)
