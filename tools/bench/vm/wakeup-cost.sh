@@ -1,0 +1,83 @@
+#!/bin/sh
+# Benchmark (prints numbers, asserts nothing): what scx_express's BPF costs
+# on a wakeup's path, and what the agent stand-in's local tail pays for
+# it, in one boot. Phases, each REPS runs of the agent (DUR s):
+#   eevdf     no sched_ext scheduler
+#   fair      scx_express attached, agent and tool server unmarked (fair path)
+#   express   both marked `agent` (the express lane)
+#   cpu4x     both marked, beside 4 stress-ng CPU hogs per vCPU
+# Per run: the local tail's p50/p99 (us) and the think step's CPU time
+# (burst_us: fixed work, so a rise means the vCPU ran code slower). Per
+# scx_express phase, with kernel.bpf_stats_enabled: each sched_ext
+# callback's runs per agent step and mean cost (ns; under TCG tens of
+# times a native CPU's, so compare the callbacks with each other and the
+# phases with each other).
+#
+#   tests/vm/run.sh tools/bench/vm/wakeup-cost.sh                    # 2 vCPUs
+#   tests/vm/run.sh tools/bench/vm/wakeup-cost.sh --smp 8 --env REPS=3
+# vmtest: smp=2 timeout=600 bins=target/release/scx_express,/usr/bin/stress-ng
+# vmtest: files=workloads/build:/opt/w
+# shellcheck source=../../../tests/vm/guest-lib.sh
+. /lib/vmtest/guest-lib.sh
+
+REPS=${REPS:-2}
+DUR=${DUR:-5}
+N=$VMTEST_SMP
+
+# json_num KEY: KEY's number in /tmp/agent.out's JSON line.
+json_num() { grep -o "\"$1\":[0-9.]*" /tmp/agent.out | head -n 1 | cut -d: -f2; }
+
+# agent_run PHASE MARK: one agent run; MARK=1 marks the loop and its server.
+agent_run() {
+    rm -f /tmp/go
+    /opt/w/agent --duration "$DUR" --warmup 200 --json --go-file /tmp/go >/tmp/agent.out 2>&1 &
+    ap=$!
+    wait_until 20 grep -qs '^agent_tid=' /tmp/agent.out || fail "the agent did not start"
+    if [ "$2" = 1 ]; then
+        scx_express mark --tid "$(sed -n 's/^agent_tid=//p' /tmp/agent.out)" --class agent >/dev/null
+        scx_express mark --pid "$(sed -n 's/^tool_server_pid=//p' /tmp/agent.out)" \
+            --class agent >/dev/null
+    fi
+    touch /tmp/go
+    wait "$ap" || fail "the agent exited $?"
+    echo "wakeup-cost: phase=$1 steps=$(json_num steps) p50_us=$(json_num tail_p50_us)" \
+        "p99_us=$(json_num tail_p99_us) burst_us=$(json_num burst_cpu_p50_us)"
+    steps=$((steps + $(json_num steps)))
+}
+
+# phase NAME MARK: REPS runs; with scx_express, the callbacks' cost over them.
+phase() {
+    steps=0
+    [ "$1" = eevdf ] || /opt/w/bpfstat >/tmp/b0
+    i=0
+    while [ "$i" -lt "$REPS" ]; do
+        agent_run "$1" "$2"
+        i=$((i + 1))
+    done
+    [ "$1" = eevdf ] && return
+    /opt/w/bpfstat >/tmp/b1
+    # The sched_ext callbacks (express_*): runs per agent step, mean ns.
+    awk -v phase="$1" -v steps="$steps" '
+        NR == FNR { c[$1] = $2; t[$1] = $3; next }
+        $1 ~ /^express_/ && $2 > c[$1] {
+            n = $2 - c[$1]
+            printf "wakeup-cost: phase=%s prog=%s per_step=%.2f mean_ns=%.0f\n",
+                phase, $1, n / steps, ($3 - t[$1]) / n
+        }' /tmp/b0 /tmp/b1
+}
+
+phase eevdf 0
+scx_express >/tmp/sched.log 2>&1 &
+wait_until 60 sched_state_is enabled || {
+    tail -n 20 /tmp/sched.log
+    fail "scx_express did not attach"
+}
+sysctl -qw kernel.bpf_stats_enabled=1
+phase fair 0
+phase express 1
+stress-ng --cpu $((4 * N)) --cpu-method fft -t $((REPS * (DUR + 3) + 5)) >/dev/null 2>&1 &
+hogs=$!
+sleep 1
+phase cpu4x 1
+kill "$hogs" 2>/dev/null
+wait
