@@ -80,4 +80,4 @@ hogs=$!
 sleep 1
 phase cpu4x 1
 kill "$hogs" 2>/dev/null
-wait
+wait "$hogs" 2>/dev/null
