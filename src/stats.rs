@@ -250,7 +250,7 @@ stat_table! {
     fair_starved: Counter Events Source::Bpf(stat_idx_STAT_FAIR_STARVED), "fair_starved",
         "Queued fair-path tasks the starvation guard ran out of deadline order";
     io_kept_off: Counter Events Source::Bpf(stat_idx_STAT_IO_KEPT_OFF), "io_kept_off",
-        "Wakeups moved off, and picks passing over, a task that submits block I/O on a shielded CPU in use (express.irq_shield)";
+        "Placements moving, and picks passing over, a task that submits block I/O off a shielded CPU in use (express.irq_shield)";
     user_lag_max_us: Gauge Us Source::User, "user_lag_max_us",
         "Longest wait of a task for the userspace scheduler to read it, last second (us)";
     fair_tasks: Gauge Events Source::User, "fair_tasks",

@@ -312,7 +312,8 @@ __hidden bool io_guarded(s32 cpu)
  * A CPU for I/O task @p's wakeup off the guarded ones: @prev_cpu, then
  * any, idle ones first (claimed: *is_idle set), else the first allowed
  * one for its enqueue (fair_enqueue() then queues it on the shared DSQ).
- * A wakeup whose @prev_cpu is guarded counts in io_kept_off.
+ * A placement (wakeup or idle kick) whose @prev_cpu is guarded counts in
+ * io_kept_off.
  */
 __hidden s32 io_pick_cpu(struct task_struct *p, s32 prev_cpu, bool *is_idle)
 {
