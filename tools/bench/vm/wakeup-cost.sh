@@ -9,9 +9,10 @@
 # Per run: the local tail's p50/p99 (us) and the think step's CPU time
 # (burst_us: fixed work, so a rise means the vCPU ran code slower). Per
 # scx_express phase, with kernel.bpf_stats_enabled: each sched_ext
-# callback's runs per agent step and mean cost (ns; under TCG tens of
-# times a native CPU's, so compare the callbacks with each other and the
-# phases with each other).
+# callback's runs on the whole machine (the hogs' too) divided by the
+# agent's steps, and its mean cost (ns; under TCG tens of times a native
+# CPU's, so compare the callbacks with each other and the phases with
+# each other).
 #
 #   tests/vm/run.sh tools/bench/vm/wakeup-cost.sh                    # 2 vCPUs
 #   tests/vm/run.sh tools/bench/vm/wakeup-cost.sh --smp 8 --env REPS=3
