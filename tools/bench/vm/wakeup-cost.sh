@@ -68,11 +68,7 @@ phase() {
 }
 
 phase eevdf 0
-scx_express >/tmp/sched.log 2>&1 &
-wait_until 60 sched_state_is enabled || {
-    tail -n 20 /tmp/sched.log
-    fail "scx_express did not attach"
-}
+start_scx /tmp/sched.log
 sysctl -qw kernel.bpf_stats_enabled=1
 phase fair 0
 phase express 1
