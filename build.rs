@@ -16,6 +16,7 @@ fn main() {
         .add_source("src/bpf/classify.bpf.c")
         .add_source("src/bpf/tenant.bpf.c")
         .add_source("src/bpf/budget.bpf.c")
+        .add_source("src/bpf/hold.bpf.c")
         .add_source("src/bpf/cpu_quality.bpf.c")
         .add_source("src/bpf/placement.bpf.c")
         .add_source("src/bpf/fair.bpf.c")

@@ -186,6 +186,7 @@ pub struct ClassConfig {
     pub rate: f64,
     pub max_share: f64,
     pub latency_target_us: u64,
+    pub hold_us: u64,
     pub scope: Scope,
 }
 
@@ -298,6 +299,7 @@ impl Default for Classes {
                 rate: 0.9,
                 max_share: 0.5,
                 latency_target_us: 1000,
+                hold_us: 0,
                 scope: Scope::Thread,
             },
             agent: ClassConfig {
@@ -306,6 +308,7 @@ impl Default for Classes {
                 rate: 0.5,
                 max_share: 0.25,
                 latency_target_us: 2000,
+                hold_us: 5000,
                 scope: Scope::Thread,
             },
         }
@@ -323,6 +326,7 @@ impl<'de> Deserialize<'de> for Classes {
             rate: Option<f64>,
             max_share: Option<f64>,
             latency_target_us: Option<u64>,
+            hold_us: Option<u64>,
             scope: Option<Scope>,
         }
         #[derive(Deserialize)]
@@ -339,6 +343,7 @@ impl<'de> Deserialize<'de> for Classes {
                 rate: p.rate.unwrap_or(base.rate),
                 max_share: p.max_share.unwrap_or(base.max_share),
                 latency_target_us: p.latency_target_us.unwrap_or(base.latency_target_us),
+                hold_us: p.hold_us.unwrap_or(base.hold_us),
                 scope: p.scope.unwrap_or(base.scope),
             }
         }
@@ -654,6 +659,7 @@ impl Config {
                 return match field {
                     "burst_ms" => Some(c.burst_ms as f64),
                     "latency_target_us" => Some(c.latency_target_us as f64),
+                    "hold_us" => Some(c.hold_us as f64),
                     "rate" => Some(c.rate),
                     "max_share" => Some(c.max_share),
                     _ => None,
@@ -907,6 +913,23 @@ mod tests {
         assert_eq!(c.classes.gpu.burst_ms, 7);
         assert_eq!(c.classes.gpu.rate, Classes::default().gpu.rate);
         assert_eq!(c.classes.agent, Classes::default().agent);
+    }
+
+    #[test]
+    fn hold_is_per_class_and_bounded() {
+        let d = Config::default();
+        assert_eq!((d.classes.gpu.hold_us, d.classes.agent.hold_us), (0, 5000));
+        let c = Config::parse("[classes.agent]\nhold_us = 0\n", "t").unwrap();
+        assert_eq!(c.classes.agent.hold_us, 0);
+        assert_eq!(c.classes.agent.rate, d.classes.agent.rate);
+        assert_eq!(
+            err_keys("[classes.gpu]\nhold_us = 20001\n"),
+            ["classes.gpu.hold_us"]
+        );
+        // A tenant takes its class's hold: the hold is not a tenant key.
+        let t = Config::parse(&tenant(""), "t").unwrap();
+        assert_eq!(t.tenants[0].budget(&t.classes).hold_us, 5000);
+        assert!(Config::parse(&tenant("hold_us = 1\n"), "t").is_err());
     }
 
     #[test]

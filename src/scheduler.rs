@@ -83,6 +83,7 @@ pub fn apply_knobs(k: &mut crate::bpf_skel::types::data_knobs, cfg: &Config, top
         // Quota per 100 ms period (budget.bpf.c), all CPUs together.
         k.class_quota_ns[i] = quota_ns(class.max_share, nr_cpus);
         k.class_lat_target_ns[i] = class.latency_target_us * US;
+        k.class_hold_ns[i] = class.hold_us * US;
     }
     apply_tenant_knobs(k, cfg, nr_cpus);
 }

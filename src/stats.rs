@@ -172,6 +172,15 @@ stat_table! {
         "Express runs that lost the CPU before their slice ended: preempted";
     tenant_cap: Counter Events Source::Lane(lane_stat_idx_LANE_TENANT_CAP), "tenant_cap",
         "Tasks whose tenant was over its max_share: sent to the fair path";
+    holds: Counter Events Source::Lane(lane_stat_idx_LANE_HOLDS), "express_holds",
+        "CPUs held idle for a sleeping express task (classes.*.hold_us)";
+    hold_back: Counter Events Source::Lane(lane_stat_idx_LANE_HOLD_BACK), "express_hold_back",
+        "Of those, holds whose task came back to the CPU before the hold expired";
+    held_us: Counter Us Source::Lane(lane_stat_idx_LANE_HELD_NS), "express_held_us",
+        "CPU time held idle for the class's sleeping tasks (us), counted in max_share";
+    hold_no_quota: Counter Events Source::Lane(lane_stat_idx_LANE_HOLD_NO_QUOTA),
+        "express_hold_no_quota",
+        "Holds not started because the class quota (max_share) had no room left";
     wakeups: Counter Events Source::Lat(lat_stat_idx_LAT_WAKEUPS), "wakeups",
         "Wakeups of the class's tasks measured, wakeup to running, by either lane";
     over_target: Counter Events Source::Lat(lat_stat_idx_LAT_OVER_TARGET), "wakeups_over_target",

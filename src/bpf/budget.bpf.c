@@ -37,9 +37,13 @@ KNOB u64 class_rate_ppm[NR_CLASSES];
  */
 KNOB u64 class_quota_ns[NR_CLASSES];
 
-/* Per class: start of the current period and express time used in it. */
+/*
+ * Per class: start of the current period, express running time used in it,
+ * and CPU time held idle for its tasks (hold.bpf.c) in it.
+ */
 volatile u64 class_period_start[NR_CLASSES];
 volatile u64 class_used_ns[NR_CLASSES];
+volatile u64 class_held_ns[NR_CLASSES];
 
 /*
  * Per tenant (by index): the class it applies to (0: no tenant at this
@@ -103,6 +107,16 @@ static bool under_quota(volatile u64 *start, volatile u64 *used, u64 quota, u64 
 	return *used < quota;
 }
 
+/* The class's period at @now, a new one started if due. */
+static void class_period(u32 class, u64 now)
+{
+	if (now - class_period_start[class] >= CLASS_PERIOD_NS) {
+		class_period_start[class] = now;
+		class_used_ns[class] = 0;
+		class_held_ns[class] = 0;
+	}
+}
+
 /* Why @tctx may not use the lane now (its lane stat), or NR_LANE_STATS. */
 static u32 budget_denial(struct task_ctx *tctx, u32 class, u64 now)
 {
@@ -115,8 +129,8 @@ static u32 budget_denial(struct task_ctx *tctx, u32 class, u64 now)
 	    !under_quota(&tenant_period_start[t - 1], &tenant_used_ns[t - 1],
 			 tenant_quota_ns[t - 1], now))
 		return LANE_TENANT_CAP;
-	if (!under_quota(&class_period_start[class], &class_used_ns[class], class_quota_ns[class],
-			 now))
+	class_period(class, now);
+	if (class_used_ns[class] >= class_quota_ns[class])
 		return LANE_CLASS_CAP;
 	return NR_LANE_STATS;
 }
@@ -183,4 +197,25 @@ __hidden bool budget_extend(struct task_ctx *tctx, u32 class, u64 now)
 	budget_charge(tctx, now);
 	tctx->express_since_ns = now;
 	return budget_denial(tctx, class, now) == NR_LANE_STATS;
+}
+
+/*
+ * May @class hold a CPU idle for @ns more at @now (hold.bpf.c)? Only in
+ * what its running time and earlier holds left of this period's quota:
+ * running comes first, so a hold never makes budget_denial() refuse one
+ * of the class's wakeups.
+ */
+__hidden bool budget_hold_fits(u32 class, u64 ns, u64 now)
+{
+	if (class >= NR_CLASSES)
+		return false;
+	class_period(class, now);
+	return class_used_ns[class] + class_held_ns[class] + ns <= class_quota_ns[class];
+}
+
+/* @class's tasks had a CPU held idle for @ns. */
+__hidden void budget_charge_hold(u32 class, u64 ns)
+{
+	if (class < NR_CLASSES)
+		__sync_fetch_and_add(&class_held_ns[class], ns);
 }

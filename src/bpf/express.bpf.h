@@ -47,6 +47,16 @@ u32 budget_tenant(struct task_ctx *tctx, u32 class);
 bool budget_has_tokens(struct task_ctx *tctx, u32 class, u64 now);
 void budget_charge(struct task_ctx *tctx, u64 now);
 bool budget_extend(struct task_ctx *tctx, u32 class, u64 now);
+bool budget_hold_fits(u32 class, u64 ns, u64 now);
+void budget_charge_hold(u32 class, u64 ns);
+
+/* ---- Hold: an express task's CPU kept idle for its return (hold.bpf.c) ---- */
+s32 hold_init(void);
+void hold_note_wake(struct task_ctx *tctx, u64 now);
+void hold_start(struct task_struct *p, struct task_ctx *tctx, s32 cpu, struct cpu_ctx *cc);
+void hold_running(struct task_struct *p, s32 cpu, struct cpu_ctx *cc);
+bool hold_any(void);
+bool cpu_held(s32 cpu, struct task_struct *p);
 
 /* ---- CPU quality (cpu_quality.bpf.c) ---- */
 bool cpu_irq_hot(s32 cpu, u64 now);
@@ -65,7 +75,7 @@ void express_lane_stopping(struct task_struct *p, bool runnable, struct task_ctx
 			   struct cpu_ctx *cc);
 bool io_task(struct task_struct *p);
 bool io_guarded(s32 cpu);
-s32 io_pick_cpu(struct task_struct *p, s32 prev_cpu, bool *is_idle);
+s32 pick_cpu_avoiding(struct task_struct *p, s32 prev_cpu, bool io, bool *is_idle);
 
 /* ---- Fair path: the policy, DSQs and pick (fair.bpf.c) ---- */
 extern const volatile bool fair_user_mode;

@@ -61,6 +61,11 @@
  *    one LLC per socket, and a shared queue balances load for free; with
  *    tens of CPUs per LLC its lock is the first thing to split.
  *
+ *    A CPU held for an express task's return (hold.bpf.c) is passed over
+ *    by the wakeup, the idle kick and the shared DSQ's pick. While any CPU
+ *    is held, one pass over the CPUs replaces the kernel's idle picker (a
+ *    few hundred ns natively at tens of CPUs).
+ *
  * 5. Wakeup preemption
  *
  *    A woken task whose deadline is earlier than that of the fair task
@@ -394,12 +399,12 @@ static bool fair_io_guarded(s32 cpu)
 
 /*
  * Wake an idle CPU that can run @p, so queued work does not wait for a
- * tick (for an I/O task, not a guarded one: placement.bpf.c). Returns
- * whether one was kicked.
+ * tick: not a held one (hold.bpf.c), nor for an I/O task a guarded one
+ * (placement.bpf.c). Returns whether one was kicked.
  */
 __hidden bool fair_kick_idle(struct task_struct *p, u64 dsq)
 {
-	bool idle;
+	bool idle, io;
 	s32 cpu;
 
 	if (dsq != SHARED_DSQ) {
@@ -408,8 +413,9 @@ __hidden bool fair_kick_idle(struct task_struct *p, u64 dsq)
 		scx_bpf_kick_cpu(dsq, SCX_KICK_IDLE);
 		return true;
 	}
-	if (fair_io_task(p)) {
-		cpu = io_pick_cpu(p, scx_bpf_task_cpu(p), &idle);
+	io = fair_io_task(p);
+	if (io || hold_any()) {
+		cpu = pick_cpu_avoiding(p, scx_bpf_task_cpu(p), io, &idle);
 		if (!idle)
 			return false;
 	} else {
@@ -659,6 +665,15 @@ static bool move_shared(s32 cpu, u64 head)
 __hidden void fair_pick(s32 cpu, struct task_struct *prev, bool rt_held)
 {
 	u64 local = head_key(cpu), shared = head_key(SHARED_DSQ);
+
+	/*
+	 * Held for an express task's return (hold.bpf.c): only work that can
+	 * run nowhere else (this CPU's own DSQ), which ends the hold.
+	 */
+	if (cpu_held(cpu, NULL)) {
+		scx_bpf_dsq_move_to_local(cpu, 0);
+		return;
+	}
 
 	if (rt_held && prev && prev->nr_cpus_allowed == 1) {
 		struct cpu_ctx *cc = cpu_ctx_of(cpu);

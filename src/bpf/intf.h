@@ -85,6 +85,10 @@ enum lane_stat_idx {
 	LANE_LOST_CPU,	     /* express runs that lost the CPU while still runnable */
 	LANE_CUT_SHORT,	     /* of those, before their slice ended (preempted) */
 	LANE_TENANT_CAP,     /* task's tenant over its max_share: fair path */
+	LANE_HOLDS,	     /* CPUs held idle for a sleeping express task (hold.bpf.c) */
+	LANE_HOLD_BACK,	     /* of those, the task came back to it within the hold */
+	LANE_HELD_NS,	     /* CPU time held idle (ns) */
+	LANE_HOLD_NO_QUOTA,  /* holds not started: the class quota had no room */
 	NR_LANE_STATS,
 };
 
@@ -127,6 +131,10 @@ struct cpu_ctx {
 	u64 curr_fair_lag;	  /* how far it may lag the front (fair.bpf.c, runnable_lag()) */
 	u32 curr_fair;		  /* a fair-path task runs here (its deadline is valid) */
 	u32 fair_preempt_pending; /* a wakeup kicked it to preempt that task */
+	u64 hold_until_ns;	  /* held for an express task until (hold.bpf.c), 0: not held */
+	u64 hold_start_ns;	  /* that hold started at */
+	u32 hold_class;		  /* the class charged for it */
+	s32 hold_pid;		  /* the task it is held for */
 };
 
 /* Task classes. Every classification source writes one of these. */
@@ -183,6 +191,8 @@ struct task_ctx {
 	u32 wake_class;	       /* class it woke up as (wake_ns valid) */
 	u64 wake_ns;	       /* express-class wakeup at, 0 once running */
 	u64 io_submit_ns;      /* last block I/O it submitted, with irq_shield only */
+	u64 sleep_start_ns;    /* an express run went to sleep at, 0: awake (hold.bpf.c) */
+	u64 sleep_avg_ns;      /* its sleeps' moving average (hold.bpf.c) */
 };
 
 /*

@@ -49,6 +49,11 @@
  *    CPUs IRQ-hot (`quiet_only` turns this off). A wakeup that skips
  *    ops.select_cpu() (a pinned task) preempts on its own CPU.
  *
+ *    After an express task of a class with hold_us goes to sleep, its CPU
+ *    may be held idle for its return (hold.bpf.c): under load its next
+ *    wakeup then lands on an idle, warm CPU instead of preempting one.
+ *    Held time counts against the class's max_share.
+ *
  * 5. Fair path (fair.bpf.c)
  *
  *    Sections 1-6 of fair.bpf.c: vruntime and deadlines, per-CPU clocks
@@ -75,6 +80,7 @@
  *    - cpu_quality.bpf.c: per-CPU IRQ time and idle depth.
  *    - tenant.bpf.c: which [[tenants]] entry a task's cgroup belongs to.
  *    - budget.bpf.c: token buckets and class quotas (section 3).
+ *    - hold.bpf.c: CPUs kept idle for a sleeping express task (section 4).
  *    - placement.bpf.c: the express lane (section 4).
  *    - fair.bpf.c: the fair path's policy, DSQs and pick (section 5).
  *    - usersched.bpf.c: fair.mode = "userspace" on top of fair.bpf.c's
@@ -96,7 +102,8 @@ char _license[] SEC("license") = "GPL";
  * Each knob is defined in the file that reads it, next to the code it
  * steers, with what it does and its unit: fair.bpf.c (fair.*, but
  * fair.direct_idle, below), usersched.bpf.c (fair.rescue_ms, fair.requeue_preempted),
- * placement.bpf.c (express.*, classes.*.enabled), budget.bpf.c (classes.*: burst, rate, max_share;
+ * placement.bpf.c (express.*, classes.*.enabled), hold.bpf.c (classes.*.hold_us),
+ * budget.bpf.c (classes.*: burst, rate, max_share;
  * the same per tenant), tenant.bpf.c (the number of tenants), stats.bpf.c (latency targets),
  * cpu_quality.bpf.c (IRQ and idle-depth limits) and classify.bpf.c (classify.*). The ones below are
  * main.bpf.c's own; fair.bpf.c's fair_user_mode and slice_max_ns are read here too.
@@ -163,7 +170,7 @@ static s32 usersched_cpu(struct task_struct *p, s32 cpu)
 
 s32 BPF_STRUCT_OPS(express_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 {
-	bool is_idle = false;
+	bool is_idle = false, io;
 	s32 cpu;
 
 	if (!is_usersched(p)) {
@@ -175,9 +182,13 @@ s32 BPF_STRUCT_OPS(express_select_cpu, struct task_struct *p, s32 prev_cpu, u64 
 			return prev_cpu;
 	}
 
-	/* An I/O task's wakeup avoids the shielded CPUs in use (placement.bpf.c). */
-	if (!is_usersched(p) && fair_io_task(p))
-		cpu = io_pick_cpu(p, prev_cpu, &is_idle);
+	/*
+	 * Held CPUs (hold.bpf.c) and, for an I/O task, the shielded CPUs in
+	 * use (placement.bpf.c) are not the kernel idle picker's to take.
+	 */
+	io = !is_usersched(p) && fair_io_task(p);
+	if (io || (!is_usersched(p) && hold_any()))
+		cpu = pick_cpu_avoiding(p, prev_cpu, io, &is_idle);
 	else
 		cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);
 	if (is_usersched(p)) {
@@ -299,8 +310,10 @@ void BPF_STRUCT_OPS(express_running, struct task_struct *p)
 {
 	/* Both lanes read the task's and the CPU's state: look them up once. */
 	struct task_ctx *tctx = task_ctx_get(p);
-	struct cpu_ctx *cc = cpu_ctx_of(scx_bpf_task_cpu(p));
+	s32 cpu = scx_bpf_task_cpu(p);
+	struct cpu_ctx *cc = cpu_ctx_of(cpu);
 
+	hold_running(p, cpu, cc);
 	fair_running(p, tctx, cc);
 	/*
 	 * In userspace mode a task it ordered moves its virtual time. Called
@@ -315,9 +328,13 @@ void BPF_STRUCT_OPS(express_running, struct task_struct *p)
 void BPF_STRUCT_OPS(express_stopping, struct task_struct *p, bool runnable)
 {
 	struct task_ctx *tctx = task_ctx_get(p);
-	struct cpu_ctx *cc = cpu_ctx_of(scx_bpf_task_cpu(p));
+	s32 cpu = scx_bpf_task_cpu(p);
+	struct cpu_ctx *cc = cpu_ctx_of(cpu);
 
 	fair_stopping(p, tctx, cc);
+	/* An express run goes to sleep: maybe hold its CPU (BPF fair mode only). */
+	if (!runnable && !fair_user_mode && tctx && cc && cc->curr_express)
+		hold_start(p, tctx, cpu, cc);
 	express_lane_stopping(p, runnable, tctx, cc);
 }
 
@@ -353,6 +370,8 @@ s32 BPF_STRUCT_OPS_SLEEPABLE(express_init)
 {
 	s32 err = fair_init();
 
+	if (!err)
+		err = hold_init();
 	if (err || !fair_user_mode)
 		return err;
 	return usersched_init();

@@ -73,6 +73,7 @@ static void note_placement(struct task_struct *p, struct task_ctx *tctx, u32 cla
 		return;
 	tctx->tenant = tenant_resolve(p, class);
 	if (wakeup) {
+		hold_note_wake(tctx, now);
 		tctx->wake_ns = now;
 		tctx->wake_class = class;
 	}
@@ -254,7 +255,7 @@ static s32 pick_shielded(struct task_struct *p, const struct cpumask *idle, stru
  * tasks like any CPU. Only tasks allowed on more CPUs than are shielded,
  * so each has an unshielded CPU to go to; a CPU-pinned task is never kept
  * off. The fair path applies it at the three points where a task gets a
- * CPU: the wakeup (io_pick_cpu()), the idle kick (fair_kick_idle()) and
+ * CPU: the wakeup (pick_cpu_avoiding()), the idle kick (fair_kick_idle()) and
  * the pick from the shared DSQ (fair_pick()).
  */
 
@@ -309,21 +310,23 @@ __hidden bool io_guarded(s32 cpu)
 }
 
 /*
- * A CPU for I/O task @p's wakeup off the guarded ones: @prev_cpu, then
+ * A CPU for @p's wakeup or idle kick off the CPUs it must avoid: held ones
+ * (hold.bpf.c) and, for an I/O task (@io), guarded ones. @prev_cpu, then
  * any, idle ones first (claimed: *is_idle set), else the first allowed
  * one for its enqueue (fair_enqueue() then queues it on the shared DSQ).
- * A placement (wakeup or idle kick) whose @prev_cpu is guarded counts in
- * io_kept_off.
+ * One pass over the CPUs, instead of the kernel's idle picker, only while
+ * a CPU is held or for an I/O task. An I/O task's placement whose
+ * @prev_cpu is guarded counts in io_kept_off.
  */
-__hidden s32 io_pick_cpu(struct task_struct *p, s32 prev_cpu, bool *is_idle)
+__hidden s32 pick_cpu_avoiding(struct task_struct *p, s32 prev_cpu, bool io, bool *is_idle)
 {
 	u32 nr = scx_bpf_nr_cpu_ids();
 	s32 cpu, busy = -1;
 
 	*is_idle = false;
-	if (io_guarded(prev_cpu))
+	if (io && io_guarded(prev_cpu))
 		stat_inc(STAT_IO_KEPT_OFF);
-	else if (bpf_cpumask_test_cpu(prev_cpu, p->cpus_ptr)) {
+	else if (!cpu_held(prev_cpu, p) && bpf_cpumask_test_cpu(prev_cpu, p->cpus_ptr)) {
 		if (scx_bpf_test_and_clear_cpu_idle(prev_cpu)) {
 			*is_idle = true;
 			return prev_cpu;
@@ -333,7 +336,8 @@ __hidden s32 io_pick_cpu(struct task_struct *p, s32 prev_cpu, bool *is_idle)
 	bpf_for(cpu, 0, nr) {
 		if (cpu >= MAX_CPUS)
 			break;
-		if (io_guarded(cpu) || !bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
+		if ((io && io_guarded(cpu)) || cpu_held(cpu, p) ||
+		    !bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
 			continue;
 		if (scx_bpf_test_and_clear_cpu_idle(cpu)) {
 			*is_idle = true;

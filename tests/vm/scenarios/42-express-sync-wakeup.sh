@@ -16,7 +16,10 @@ line_value() {
     sed -n "s/^$2=//p" "$1" | head -n 1
 }
 
-start_scx /tmp/scx.log
+# Holds (46-express-hold.sh) would put the agent back on its held CPU
+# instead: this test is about the preemption, so they are off.
+printf '[classes.agent]\nhold_us = 0\n' >/tmp/cfg.toml
+start_scx /tmp/scx.log --config /tmp/cfg.toml
 stress-ng --cpu $(($(nproc) * 4)) --cpu-method fft --timeout 40s >/dev/null 2>&1 &
 hogs=$!
 sleep 1

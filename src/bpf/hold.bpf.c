@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Hold: the CPU an express task just left stays idle for its return.
+ *
+ * An express wakeup that finds an idle CPU starts there at once. On a
+ * loaded machine none is idle, and the wakeup preempts a normal task: an
+ * IPI to a busy CPU, that task's ops.stopping() and ops.enqueue() on the
+ * way, then a switch of address space. Natively a few us; under TCG about
+ * 100-200 us more than an idle CPU, which put the agent stand-in's cpu4x
+ * p99 at 1.2-1.4x its clean p99 (docs/benchmarks.md, "What a wakeup
+ * costs in BPF"). A task whose sleeps are short and regular (an agent
+ * waiting on a local tool, a launcher waiting on a short kernel) comes
+ * back to its CPU before anything else needs it most of the time, so:
+ *
+ * When an express task of a class with hold_us > 0 goes to sleep, and its
+ * recent sleeps averaged under hold_us, its CPU is *held* for up to twice
+ * that average (at most hold_us): the fair path places no work there (its
+ * wakeup placement, its idle kick and its pick from the shared DSQ pass
+ * over a held CPU), so the task's wakeup finds it idle, with its caches
+ * and address space still loaded. The hold ends when any task starts on
+ * the CPU (the task itself, pinned work, another express task) or when it
+ * expires; a timer pinned to the CPU then kicks it so queued work runs.
+ *
+ * The price is the held CPU's idle time, taken from every other task. It
+ * counts against the class quota (classes.*.max_share, budget.bpf.c), with
+ * a lower priority than running: a hold starts only if the class's
+ * running time and held time in this period plus the hold fit in the
+ * quota, while wakeups are denied only on running time. So holds never
+ * take the lane from the wakeups they serve, and running plus holding
+ * stays within max_share of the machine (plus at most one hold per CPU).
+ * Not the task's token bucket: a hold is not CPU time the task used.
+ *
+ * Only with fair.mode = "bpf": in userspace mode userspace places fair
+ * tasks and knows nothing of holds (main.bpf.c starts none then).
+ */
+#include "express.bpf.h"
+
+/*
+ * classes.<class>.hold_us, in ns: the longest hold after a sleep of that
+ * class's tasks, and the longest average sleep that earns one. 0 (off) to
+ * 20 ms. A hold as long as the sleep it covers costs that CPU's time
+ * while the task sleeps: for a task that sleeps 2 ms and runs 1 ms, two
+ * thirds of a CPU, which is why the class quota bounds it.
+ */
+KNOB u64 class_hold_ns[NR_CLASSES];
+
+/* Held CPUs now (expired ones included until their timer ends them). */
+volatile u32 nr_holds;
+
+/* One timer per CPU, pinned to it: ends that CPU's hold when it expires. */
+struct hold_timer {
+	struct bpf_timer timer;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_CPUS);
+	__type(key, u32);
+	__type(value, struct hold_timer);
+} hold_timers SEC(".maps");
+
+#ifndef CLOCK_MONOTONIC
+#define CLOCK_MONOTONIC 1
+#endif
+
+/*
+ * A wakeup of express-class @tctx at @now (placement.bpf.c): how long it
+ * slept goes into its average, which decides whether its next sleep earns
+ * a hold. Weight 1/4 for the newest: a few sleeps of a new rhythm count.
+ */
+__hidden void hold_note_wake(struct task_ctx *tctx, u64 now)
+{
+	u64 slept;
+
+	if (!tctx->sleep_start_ns || time_before(now, tctx->sleep_start_ns))
+		return;
+	slept = now - tctx->sleep_start_ns;
+	tctx->sleep_start_ns = 0;
+	if (!tctx->sleep_avg_ns)
+		tctx->sleep_avg_ns = slept;
+	else
+		tctx->sleep_avg_ns = tctx->sleep_avg_ns - tctx->sleep_avg_ns / 4 + slept / 4;
+}
+
+/* End @cpu's hold at @now; @back: its task came back to it. */
+static void hold_end(s32 cpu, struct cpu_ctx *cc, u64 now, bool back)
+{
+	u64 until = cc->hold_until_ns, held;
+	u32 class = cc->hold_class;
+
+	if (!until)
+		return;
+	cc->hold_until_ns = 0;
+	__sync_fetch_and_sub(&nr_holds, 1);
+	held = (time_before(now, until) ? now : until) - cc->hold_start_ns;
+	budget_charge_hold(class, held);
+	lane_stat_add(class, LANE_HELD_NS, held);
+	if (back && time_before_eq(now, until))
+		lane_stat_inc(class, LANE_HOLD_BACK);
+}
+
+static int hold_expired(void *map, int *key, struct hold_timer *t)
+{
+	s32 cpu = *key;
+	struct cpu_ctx *cc = cpu_ctx_of(cpu);
+	u64 now = bpf_ktime_get_ns();
+
+	/* A later hold re-armed the timer: not this one's end yet. */
+	if (!cc || !cc->hold_until_ns || time_before(now, cc->hold_until_ns))
+		return 0;
+	hold_end(cpu, cc, now, false);
+	/* Queued fair work may have passed this CPU over: let it look. */
+	scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+	return 0;
+}
+
+/* From ops.init(): the timers, each calling hold_expired(). */
+__hidden s32 hold_init(void)
+{
+	u32 nr = scx_bpf_nr_cpu_ids(), cpu;
+	struct hold_timer *t;
+	s32 err;
+
+	bpf_for(cpu, 0, nr) {
+		if (cpu >= MAX_CPUS)
+			break;
+		t = bpf_map_lookup_elem(&hold_timers, &cpu);
+		if (!t)
+			return -ENOENT;
+		err = bpf_timer_init(&t->timer, &hold_timers, CLOCK_MONOTONIC);
+		if (err)
+			return err;
+		err = bpf_timer_set_callback(&t->timer, hold_expired);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+/*
+ * @p, an express run of class tctx->lane_class, goes to sleep on @cpu
+ * (ops.stopping(), not runnable): hold the CPU if its sleeps are short
+ * and the class quota has room.
+ */
+__hidden void hold_start(struct task_struct *p, struct task_ctx *tctx, s32 cpu, struct cpu_ctx *cc)
+{
+	u32 class = tctx->lane_class, key = cpu;
+	u64 now = bpf_ktime_get_ns(), ns, avg = tctx->sleep_avg_ns;
+	struct hold_timer *t;
+
+	tctx->sleep_start_ns = now;
+	if (class >= NR_CLASSES || !(ns = class_hold_ns[class]) || !avg || avg > ns)
+		return;
+	if (2 * avg < ns)
+		ns = 2 * avg;
+	if (!budget_hold_fits(class, ns, now)) {
+		lane_stat_inc(class, LANE_HOLD_NO_QUOTA);
+		return;
+	}
+	t = bpf_map_lookup_elem(&hold_timers, &key);
+	if (!t)
+		return;
+	cc->hold_start_ns = now;
+	cc->hold_class = class;
+	cc->hold_pid = p->pid;
+	cc->hold_until_ns = now + ns;
+	__sync_fetch_and_add(&nr_holds, 1);
+	bpf_timer_start(&t->timer, ns, BPF_F_TIMER_CPU_PIN);
+	lane_stat_inc(class, LANE_HOLDS);
+}
+
+/* ops.running() of @p on @cpu: whatever runs there ends its hold. */
+__hidden void hold_running(struct task_struct *p, s32 cpu, struct cpu_ctx *cc)
+{
+	if (cc && cc->hold_until_ns)
+		hold_end(cpu, cc, bpf_ktime_get_ns(), p->pid == cc->hold_pid);
+}
+
+/* Is any CPU held? One load: the fair path's hot path asks. */
+__hidden bool hold_any(void)
+{
+	return nr_holds;
+}
+
+/* Is @cpu held (for a task other than @p)? */
+__hidden bool cpu_held(s32 cpu, struct task_struct *p)
+{
+	struct cpu_ctx *cc;
+
+	if (!nr_holds)
+		return false;
+	cc = cpu_ctx_of(cpu);
+	return cc && cc->hold_until_ns && (!p || p->pid != cc->hold_pid) &&
+	       time_before(bpf_ktime_get_ns(), cc->hold_until_ns);
+}

@@ -1,0 +1,83 @@
+#!/bin/sh
+# Express hold (hold.bpf.c, classes.agent.hold_us, on by default): with
+# every CPU busy with hogs, an agent loop and its tool server, both marked
+# agent, go back to the CPU they slept on, held idle for them, instead of
+# preempting a hog at each wakeup: most holds are taken back in time, and
+# wakeups land on the previous CPU, which a busy machine without holds
+# leaves them only by chance. The held time stays
+# within the class's max_share of the machine (running time first). A
+# reload with hold_us = 0 stops the holds live, and the wakeups preempt.
+# vmtest: smp=2 timeout=240 bins=target/release/scx_express,/usr/bin/stress-ng
+# vmtest: files=workloads/build:/opt/w
+# shellcheck source=../guest-lib.sh
+. /lib/vmtest/guest-lib.sh
+
+CFG=/tmp/cfg.toml
+: >"$CFG"
+start_scx /tmp/scx.log --config "$CFG"
+stress-ng --cpu $(($(nproc) * 4)) --cpu-method fft --timeout 60s >/dev/null 2>&1 &
+hogs=$!
+sleep 1
+
+# agent_run SECONDS: the agent stand-in with its loop and server marked;
+# stats snapshots in /tmp/s0 and /tmp/s1 around it, its wall time (cs) in $t.
+agent_run() {
+    rm -f /tmp/go
+    /opt/w/agent --duration "$1" --go-file /tmp/go >/tmp/agent.out 2>&1 &
+    ag=$!
+    wait_until 10 grep -qs '^tool_server_pid=' /tmp/agent.out || fail "agent did not start"
+    wait_until 10 grep -qs '^agent_tid=' /tmp/agent.out || fail "agent did not start"
+    scx_express mark --tid "$(sed -n 's/^agent_tid=//p' /tmp/agent.out)" --class agent \
+        >/dev/null || fail "mark of the agent loop failed"
+    scx_express mark --pid "$(sed -n 's/^tool_server_pid=//p' /tmp/agent.out)" --class agent \
+        >/dev/null || fail "mark of the tool server failed"
+    stats_snapshot /tmp/s0
+    t0=$(uptime_cs)
+    touch /tmp/go
+    wait "$ag" || fail "agent exited $?"
+    # Stats are snapshots taken once a second: wait for one after the run.
+    sleep 1.2
+    t=$(($(uptime_cs) - t0))
+    stats_snapshot /tmp/s1
+}
+# delta KEY: KEY's increase between /tmp/s0 and /tmp/s1.
+delta() { echo $(($(snap_sum /tmp/s1 "$1") - $(snap_sum /tmp/s0 "$1"))); }
+
+agent_run 6
+holds=$(delta classes.agent.holds)
+back=$(delta classes.agent.hold_back)
+held=$(delta classes.agent.held_us)
+prev=$(delta classes.agent.prev)
+pre=$(delta classes.agent.preempt)
+echo "holds $holds (taken back $back), held $held us in $t cs; wakeups: prev $prev, preempt $pre"
+[ "$holds" -ge 100 ] || fail "only $holds holds under load"
+[ $((back * 2)) -ge "$holds" ] || fail "only $back of $holds holds were taken back in time"
+[ "$prev" -ge 100 ] || fail "only $prev wakeups found their previous CPU free under load"
+echo "ok: held CPUs are taken back ($back of $holds): $prev wakeups on the previous CPU, $pre preempt"
+
+# max_share 0.25 of 2 CPUs: at most half a CPU of running plus holding,
+# so holds alone stay under 0.5 x the wall time (10000 us per cs), plus
+# one 5 ms hold per CPU per 100 ms period of overshoot (10%): 5500 us per cs.
+bound=$((t * 5500))
+[ "$held" -le "$bound" ] || fail "held $held us in $t cs: over max_share's bound $bound us"
+echo "ok: held time within max_share ($held <= $bound us)"
+
+# Reload with holds off: they stop at once.
+printf '[classes.agent]\nhold_us = 0\n' >"$CFG"
+kill -HUP "$SCX_PID"
+wait_until 10 grep -q "reloaded $CFG" /tmp/scx.log || { cat /tmp/scx.log; fail "reload not logged"; }
+agent_run 3
+holds=$(delta classes.agent.holds)
+prev=$(delta classes.agent.prev)
+pre=$(delta classes.agent.preempt)
+echo "after reload: holds $holds; wakeups: prev $prev, preempt $pre"
+[ "$holds" = 0 ] || fail "$holds holds after a reload set hold_us = 0"
+[ "$pre" -ge 100 ] || fail "without holds only $pre wakeups preempted under load"
+# Without holds a busy machine has no free previous CPU: the ones above
+# were the holds'.
+[ $((prev * 10)) -le "$pre" ] || fail "without holds still $prev wakeups on the previous CPU"
+echo "ok: hold_us = 0 by reload stops the holds ($pre wakeups preempt, $prev on the previous CPU)"
+
+kill "$hogs" 2>/dev/null
+wait "$hogs" 2>/dev/null
+stop_scx
