@@ -12,14 +12,15 @@
  * waiting on a local tool, a launcher waiting on a short kernel) comes
  * back to its CPU before anything else needs it most of the time, so:
  *
- * When an express task of a class with hold_us > 0 goes to sleep, and its
- * recent sleeps averaged under hold_us, its CPU is *held* for up to twice
- * that average (at most hold_us): the fair path places no work there (its
- * wakeup placement, its idle kick and its pick from the shared DSQ pass
- * over a held CPU), so the task's wakeup finds it idle, with its caches
- * and address space still loaded. The hold ends when any task starts on
- * the CPU (the task itself, pinned work, another express task) or when it
- * expires; a timer pinned to the CPU then kicks it so queued work runs.
+ * When an express task of a class with hold_us > 0 goes to sleep on a
+ * machine with no idle CPU it may use, and its recent sleeps averaged
+ * under hold_us, its CPU is *held* for up to twice that average (at most
+ * hold_us): the fair path places no work there (its wakeup placement, its
+ * idle kick and its pick from the shared DSQ pass over a held CPU), nor
+ * do other express tasks' steps 0-3 (placement.bpf.c), so the task's
+ * wakeup finds it idle, with its caches and address space still loaded. The hold ends when any task
+ * starts on the CPU (the task itself, pinned work, another express task) or when it expires; a
+ * timer pinned to the CPU then kicks it so queued work runs.
  *
  * The price is the held CPU's idle time, taken from every other task. It
  * counts against the class quota (classes.*.max_share, budget.bpf.c), with
@@ -146,13 +147,26 @@ __hidden void hold_start(struct task_struct *p, struct task_ctx *tctx, s32 cpu, 
 {
 	u32 class = tctx->lane_class, key = cpu;
 	u64 now = bpf_ktime_get_ns(), ns, avg = tctx->sleep_avg_ns;
+	const struct cpumask *idle;
 	struct hold_timer *t;
+	bool spare;
 
 	tctx->sleep_start_ns = now;
 	if (class >= NR_CLASSES || !(ns = class_hold_ns[class]) || !avg || avg > ns)
 		return;
 	if (2 * avg < ns)
 		ns = 2 * avg;
+	/*
+	 * Another CPU it may use is idle: the machine is not saturated, its
+	 * wakeup will find an idle CPU anyway, and the fair path keeps the
+	 * kernel's topology-aware idle picker (held CPUs replace it with a
+	 * plain scan). Holds are for a machine with no idle CPU.
+	 */
+	idle = scx_bpf_get_idle_cpumask();
+	spare = bpf_cpumask_intersects(idle, p->cpus_ptr);
+	scx_bpf_put_idle_cpumask(idle);
+	if (spare)
+		return;
 	if (!budget_hold_fits(class, ns, now)) {
 		lane_stat_inc(class, LANE_HOLD_NO_QUOTA);
 		return;

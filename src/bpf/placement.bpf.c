@@ -17,6 +17,8 @@
  *      another express task;
  *   5. with no quiet CPU free, steps 1-4 again, IRQ heat and idle depth
  *      notwithstanding (unless express_quiet_only).
+ * Steps 0-3 pass over a CPU held for another express task (hold.bpf.c);
+ * step 5 may take it, as it takes a hot one.
  * The task is dispatched directly to that CPU's local queue: express
  * wakeups never wait for the userspace round trip. With nowhere to go it
  * takes the fair path.
@@ -125,7 +127,8 @@ struct pick {
 };
 
 /*
- * Idle, allowed and, for a quiet pick, quiet and shallow; counts skips.
+ * Idle, allowed and, for a quiet pick, quiet, shallow and not held for
+ * another task; counts skips.
  * The shield test (an array read) goes before the two cpumask kfuncs:
  * step 0 passes over every unshielded CPU.
  */
@@ -138,6 +141,9 @@ static bool good_idle(struct task_struct *p, const struct cpumask *idle, s32 cpu
 		return false;
 	if (!pk->quiet)
 		return true;
+	/* Held for another express task's return (hold.bpf.c): step 5 only. */
+	if (cpu_held(cpu, p))
+		return false;
 	if (cpu_irq_hot(cpu, pk->now)) {
 		lane_stat_inc(pk->class, LANE_IRQ_HOT_SKIP);
 		return false;

@@ -511,6 +511,9 @@ const LANE_COLUMNS: &[(&str, &str)] = &[
     ("lane_waits_over_1ms", "waits > 1 ms"),
     ("lane_lost_cpu", "lost CPU"),
     ("lane_cut_short", "cut short"),
+    ("lane_holds", "holds"),
+    ("lane_hold_back", "holds taken back"),
+    ("lane_held_us", "held (µs)"),
     ("fair_waits_over_1ms", "fair waits > 1 ms"),
     ("launch_windows", "launch windows"),
 ];
