@@ -138,6 +138,46 @@ __hidden s32 hold_init(void)
 	return 0;
 }
 
+/* Is any CPU held? One load: the fair path's hot path asks. */
+__hidden bool hold_any(void)
+{
+	return nr_holds;
+}
+
+/* Is @cpu held (for a task other than @p)? */
+__hidden bool cpu_held(s32 cpu, struct task_struct *p)
+{
+	struct cpu_ctx *cc;
+
+	if (!nr_holds)
+		return false;
+	cc = cpu_ctx_of(cpu);
+	return cc && cc->hold_until_ns && (!p || p->pid != cc->hold_pid) &&
+	       time_before(bpf_ktime_get_ns(), cc->hold_until_ns);
+}
+
+/*
+ * Is a CPU @p may use idle, not counting held ones (another task's hold
+ * is not a free CPU)? One cpumask test without holds, a pass over the
+ * CPUs with some.
+ */
+static bool idle_unheld(struct task_struct *p, const struct cpumask *idle)
+{
+	u32 nr = scx_bpf_nr_cpu_ids();
+	s32 cpu;
+
+	if (!nr_holds)
+		return bpf_cpumask_intersects(idle, p->cpus_ptr);
+	bpf_for(cpu, 0, nr) {
+		if (cpu >= MAX_CPUS)
+			break;
+		if (bpf_cpumask_test_cpu(cpu, idle) && bpf_cpumask_test_cpu(cpu, p->cpus_ptr) &&
+		    !cpu_held(cpu, NULL))
+			return true;
+	}
+	return false;
+}
+
 /*
  * @p, an express run of class tctx->lane_class, goes to sleep on @cpu
  * (ops.stopping(), not runnable): hold the CPU if its sleeps are short
@@ -163,7 +203,7 @@ __hidden void hold_start(struct task_struct *p, struct task_ctx *tctx, s32 cpu, 
 	 * plain scan). Holds are for a machine with no idle CPU.
 	 */
 	idle = scx_bpf_get_idle_cpumask();
-	spare = bpf_cpumask_intersects(idle, p->cpus_ptr);
+	spare = idle_unheld(p, idle);
 	scx_bpf_put_idle_cpumask(idle);
 	if (spare)
 		return;
@@ -188,22 +228,4 @@ __hidden void hold_running(struct task_struct *p, s32 cpu, struct cpu_ctx *cc)
 {
 	if (cc && cc->hold_until_ns)
 		hold_end(cpu, cc, bpf_ktime_get_ns(), p->pid == cc->hold_pid);
-}
-
-/* Is any CPU held? One load: the fair path's hot path asks. */
-__hidden bool hold_any(void)
-{
-	return nr_holds;
-}
-
-/* Is @cpu held (for a task other than @p)? */
-__hidden bool cpu_held(s32 cpu, struct task_struct *p)
-{
-	struct cpu_ctx *cc;
-
-	if (!nr_holds)
-		return false;
-	cc = cpu_ctx_of(cpu);
-	return cc && cc->hold_until_ns && (!p || p->pid != cc->hold_pid) &&
-	       time_before(bpf_ktime_get_ns(), cc->hold_until_ns);
 }
