@@ -411,3 +411,25 @@ disk_noise() {
     exec $DISK_NOISE_PREFIX fio --name=noise "$@" --rw=randwrite --bs=4k --iodepth=32 \
         --numjobs=4 --ioengine=libaio --time_based --runtime="$_secs"
 }
+
+# json_num FILE KEY: KEY's number in the JSON that FILE holds (the first).
+json_num() { grep -o "\"$2\":[0-9.]*" "$1" | head -n 1 | cut -d: -f2; }
+
+# agent_id FILE KEY: the number in FILE's "KEY=<number>" line, if whole.
+agent_id() { sed -n "s/^$2=\([0-9][0-9]*\)\$/\1/p" "$1" | head -n 1; }
+_has_agent_id() { [ -n "$(agent_id "$1" "$2")" ]; }
+
+# mark_agent_ids OUT [SERVER]: once the agent stand-in writing OUT (a file
+# removed before it started, so that no old ids are read) has printed its
+# ids (up to 10 s each), mark its loop thread `agent` and, unless SERVER is
+# 0, its tool-server process. Fails the scenario if either mark fails: an
+# unmarked server changes what is measured.
+mark_agent_ids() {
+    wait_until 10 _has_agent_id "$1" agent_tid || fail "the agent printed no agent_tid"
+    scx_express mark --tid "$(agent_id "$1" agent_tid)" --class agent >/dev/null ||
+        fail "marking the agent loop failed"
+    [ "${2:-1}" = 0 ] && return 0
+    wait_until 10 _has_agent_id "$1" tool_server_pid || fail "the agent printed no tool_server_pid"
+    scx_express mark --pid "$(agent_id "$1" tool_server_pid)" --class agent >/dev/null ||
+        fail "marking the tool server failed"
+}

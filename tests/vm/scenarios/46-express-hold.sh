@@ -22,15 +22,10 @@ sleep 1
 # agent_run SECONDS: the agent stand-in with its loop and server marked;
 # stats snapshots in /tmp/s0 and /tmp/s1 around it, its wall time (cs) in $t.
 agent_run() {
-    rm -f /tmp/go
+    rm -f /tmp/go /tmp/agent.out
     /opt/w/agent --duration "$1" --go-file /tmp/go >/tmp/agent.out 2>&1 &
     ag=$!
-    wait_until 10 grep -qs '^tool_server_pid=' /tmp/agent.out || fail "agent did not start"
-    wait_until 10 grep -qs '^agent_tid=' /tmp/agent.out || fail "agent did not start"
-    scx_express mark --tid "$(sed -n 's/^agent_tid=//p' /tmp/agent.out)" --class agent \
-        >/dev/null || fail "mark of the agent loop failed"
-    scx_express mark --pid "$(sed -n 's/^tool_server_pid=//p' /tmp/agent.out)" --class agent \
-        >/dev/null || fail "mark of the tool server failed"
+    mark_agent_ids /tmp/agent.out
     stats_snapshot /tmp/s0
     t0=$(uptime_cs)
     touch /tmp/go

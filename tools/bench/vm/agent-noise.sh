@@ -25,6 +25,8 @@
 
 SCHED=${SCHED:-scx_express}
 MARK_SERVER=${MARK_SERVER:-1}
+# num KEY: KEY's number in the agent's JSON (guest-lib's json_num).
+num() { json_num /tmp/agent.out "$1"; }
 if [ "${SHIELD:-0}" = 1 ]; then
     printf '[express]\nirq_shield = true\n' >/tmp/shield.toml
     SCHED_ARGS="$SCHED_ARGS --config /tmp/shield.toml"
@@ -36,8 +38,6 @@ wait_until 60 sched_state_is enabled || {
     fail "$SCHED did not attach"
 }
 
-# json_num KEY: KEY's number in /tmp/agent.out's JSON line.
-json_num() { grep -o "\"$1\":[0-9.]*" /tmp/agent.out | head -n 1 | cut -d: -f2; }
 
 for noise in disk net; do
     case $noise in
@@ -52,21 +52,16 @@ for noise in disk net; do
     esac
     noise_pid=$!
     sleep 1
-    rm -f /tmp/go
+    rm -f /tmp/go /tmp/agent.out
     /opt/w/agent --duration 6 --warmup 200 --json --go-file /tmp/go >/tmp/agent.out 2>&1 &
     agent_pid=$!
     wait_until 20 grep -qs '^agent_tid=' /tmp/agent.out || fail "the agent did not start"
-    if [ "$SCHED" = scx_express ]; then
-        scx_express mark --tid "$(sed -n 's/^agent_tid=//p' /tmp/agent.out)" --class agent >/dev/null
-        [ "$MARK_SERVER" = 0 ] ||
-            scx_express mark --pid "$(sed -n 's/^tool_server_pid=//p' /tmp/agent.out)" \
-                --class agent >/dev/null
-    fi
+    [ "$SCHED" != scx_express ] || mark_agent_ids /tmp/agent.out "$MARK_SERVER"
     touch /tmp/go
     wait "$agent_pid" || fail "the agent exited $?"
-    echo "agent-noise: sched=$SCHED noise=$noise steps=$(json_num steps)" \
-        "p50_us=$(json_num tail_p50_us) p99_us=$(json_num tail_p99_us)" \
-        "over_1ms=$(json_num tail_over_1ms) over_1ms_server=$(json_num tail_over_1ms_server)"
+    echo "agent-noise: sched=$SCHED noise=$noise steps=$(num steps)" \
+        "p50_us=$(num tail_p50_us) p99_us=$(num tail_p99_us)" \
+        "over_1ms=$(num tail_over_1ms) over_1ms_server=$(num tail_over_1ms_server)"
     wait "$noise_pid" 2>/dev/null
     pkill iperf3 2>/dev/null
     sleep 0.5

@@ -25,25 +25,21 @@ REPS=${REPS:-2}
 DUR=${DUR:-5}
 N=$VMTEST_SMP
 
-# json_num KEY: KEY's number in /tmp/agent.out's JSON line.
-json_num() { grep -o "\"$1\":[0-9.]*" /tmp/agent.out | head -n 1 | cut -d: -f2; }
+# num KEY: KEY's number in the agent's JSON (guest-lib's json_num).
+num() { json_num /tmp/agent.out "$1"; }
 
 # agent_run PHASE MARK: one agent run; MARK=1 marks the loop and its server.
 agent_run() {
-    rm -f /tmp/go
+    rm -f /tmp/go /tmp/agent.out
     /opt/w/agent --duration "$DUR" --warmup 200 --json --go-file /tmp/go >/tmp/agent.out 2>&1 &
     ap=$!
     wait_until 20 grep -qs '^agent_tid=' /tmp/agent.out || fail "the agent did not start"
-    if [ "$2" = 1 ]; then
-        scx_express mark --tid "$(sed -n 's/^agent_tid=//p' /tmp/agent.out)" --class agent >/dev/null
-        scx_express mark --pid "$(sed -n 's/^tool_server_pid=//p' /tmp/agent.out)" \
-            --class agent >/dev/null
-    fi
+    [ "$2" != 1 ] || mark_agent_ids /tmp/agent.out
     touch /tmp/go
     wait "$ap" || fail "the agent exited $?"
-    echo "wakeup-cost: phase=$1 steps=$(json_num steps) p50_us=$(json_num tail_p50_us)" \
-        "p99_us=$(json_num tail_p99_us) burst_us=$(json_num burst_cpu_p50_us)"
-    steps=$((steps + $(json_num steps)))
+    echo "wakeup-cost: phase=$1 steps=$(num steps) p50_us=$(num tail_p50_us)" \
+        "p99_us=$(num tail_p99_us) burst_us=$(num burst_cpu_p50_us)"
+    steps=$((steps + $(num steps)))
 }
 
 # phase NAME MARK: REPS runs; with scx_express, the callbacks' cost over them.
