@@ -83,8 +83,8 @@ __hidden void hold_note_wake(struct task_ctx *tctx, u64 now)
 		tctx->sleep_avg_ns = tctx->sleep_avg_ns - tctx->sleep_avg_ns / 4 + slept / 4;
 }
 
-/* End @cpu's hold at @now; @back: its task came back to it. */
-static void hold_end(s32 cpu, struct cpu_ctx *cc, u64 now, bool back)
+/* End @cc's CPU's hold at @now; @back: its task came back to it. */
+static void hold_end(struct cpu_ctx *cc, u64 now, bool back)
 {
 	u64 until = cc->hold_until_ns, held;
 	u32 class = cc->hold_class;
@@ -109,7 +109,7 @@ static int hold_expired(void *map, int *key, struct hold_timer *t)
 	/* A later hold re-armed the timer: not this one's end yet. */
 	if (!cc || !cc->hold_until_ns || time_before(now, cc->hold_until_ns))
 		return 0;
-	hold_end(cpu, cc, now, false);
+	hold_end(cc, now, false);
 	/* Queued fair work may have passed this CPU over: let it look. */
 	scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
 	return 0;
@@ -223,9 +223,9 @@ __hidden void hold_start(struct task_struct *p, struct task_ctx *tctx, s32 cpu, 
 	lane_stat_inc(class, LANE_HOLDS);
 }
 
-/* ops.running() of @p on @cpu: whatever runs there ends its hold. */
-__hidden void hold_running(struct task_struct *p, s32 cpu, struct cpu_ctx *cc)
+/* ops.running() of @p on @cc's CPU: whatever runs there ends its hold. */
+__hidden void hold_running(struct task_struct *p, struct cpu_ctx *cc)
 {
 	if (cc && cc->hold_until_ns)
-		hold_end(cpu, cc, bpf_ktime_get_ns(), p->pid == cc->hold_pid);
+		hold_end(cc, bpf_ktime_get_ns(), p->pid == cc->hold_pid);
 }

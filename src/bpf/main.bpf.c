@@ -310,10 +310,9 @@ void BPF_STRUCT_OPS(express_running, struct task_struct *p)
 {
 	/* Both lanes read the task's and the CPU's state: look them up once. */
 	struct task_ctx *tctx = task_ctx_get(p);
-	s32 cpu = scx_bpf_task_cpu(p);
-	struct cpu_ctx *cc = cpu_ctx_of(cpu);
+	struct cpu_ctx *cc = cpu_ctx_of(scx_bpf_task_cpu(p));
 
-	hold_running(p, cpu, cc);
+	hold_running(p, cc);
 	fair_running(p, tctx, cc);
 	/*
 	 * In userspace mode a task it ordered moves its virtual time. Called

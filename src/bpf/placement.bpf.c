@@ -122,6 +122,7 @@ struct pick {
 	s32 prev_cpu;
 	u32 class;
 	bool quiet;		  /* IRQ-quiet, shallow CPUs only (steps 1-4) */
+	bool idle_any;		  /* some CPU it may use is idle: steps 0-3 may find one */
 	bool shielded;		  /* shielded CPUs only (step 0) */
 	enum lane_stat_idx where; /* out: the step that found the CPU */
 };
@@ -383,9 +384,9 @@ static s32 pick_cpu(struct task_struct *p, const struct cpumask *idle, struct pi
 	 * with the CPUs, and at 2 vCPUs under TCG a third of the pick's cost
 	 * (docs/benchmarks.md, "What a wakeup costs in BPF"). On a saturated
 	 * machine, where express wakeups preempt, no CPU is idle, and one
-	 * word-wide test says so.
+	 * word-wide test (pk->idle_any, made once for steps 1-5) says so.
 	 */
-	if (bpf_cpumask_intersects(idle, p->cpus_ptr) && (cpu = pick_idle(p, idle, pk)) >= 0)
+	if (pk->idle_any && (cpu = pick_idle(p, idle, pk)) >= 0)
 		return cpu;
 	pk->where = LANE_PREEMPT;
 	if (express_preempt)
@@ -423,6 +424,7 @@ __hidden s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wa
 			    .quiet = true };
 
 	idle = scx_bpf_get_idle_cpumask();
+	pk.idle_any = bpf_cpumask_intersects(idle, p->cpus_ptr);
 	cpu = pick_cpu(p, idle, &pk);
 	if (cpu < 0 && !express_quiet_only) {
 		/* Step 5: no quiet CPU free; a hot or deep one beats the fair path. */
