@@ -387,6 +387,7 @@ pub const LANE_COUNTERS: &[(&str, &str)] = &[
     ("classes.{c}.holds", "lane_holds"),
     ("classes.{c}.hold_back", "lane_hold_back"),
     ("classes.{c}.held_us", "lane_held_us"),
+    ("classes.{c}.hold_no_quota", "lane_hold_no_quota"),
     ("fair_wakeups", "fair_wakeups"),
     ("fair_waits_over_1ms", "fair_waits_over_1ms"),
     ("fair_preempted", "fair_preempted"),

@@ -514,6 +514,7 @@ const LANE_COLUMNS: &[(&str, &str)] = &[
     ("lane_holds", "holds"),
     ("lane_hold_back", "holds taken back"),
     ("lane_held_us", "held (µs)"),
+    ("lane_hold_no_quota", "holds refused (quota)"),
     ("fair_waits_over_1ms", "fair waits > 1 ms"),
     ("launch_windows", "launch windows"),
 ];
