@@ -95,26 +95,27 @@ static void budget_refill(struct task_ctx *tctx, u32 class, u32 t, u64 now)
 	tctx->refill_ns = now;
 }
 
-/* Is the period at @start, with @used of @quota spent, under quota at @now? */
-static bool under_quota(volatile u64 *start, volatile u64 *used, u64 quota, u64 now)
+/*
+ * Start a new period at @now if the one at @start is over: @used (and
+ * @held, if given) back to 0. True if it did.
+ */
+static bool period_roll(volatile u64 *start, volatile u64 *used, volatile u64 *held, u64 now)
 {
-	if (now - *start >= CLASS_PERIOD_NS) {
-		/* New period; a racing CPU doing the same is harmless. */
-		*start = now;
-		*used = 0;
-		return true;
-	}
-	return *used < quota;
+	if (now - *start < CLASS_PERIOD_NS)
+		return false;
+	/* A racing CPU doing the same is harmless. */
+	*start = now;
+	*used = 0;
+	if (held)
+		*held = 0;
+	return true;
 }
 
-/* The class's period at @now, a new one started if due. */
-static void class_period(u32 class, u64 now)
+/* Is the period at @start, with @used of @quota spent, under quota at @now? */
+static bool under_quota(volatile u64 *start, volatile u64 *used, volatile u64 *held, u64 quota,
+			u64 now)
 {
-	if (now - class_period_start[class] >= CLASS_PERIOD_NS) {
-		class_period_start[class] = now;
-		class_used_ns[class] = 0;
-		class_held_ns[class] = 0;
-	}
+	return period_roll(start, used, held, now) || *used < quota;
 }
 
 /* Why @tctx may not use the lane now (its lane stat), or NR_LANE_STATS. */
@@ -126,11 +127,11 @@ static u32 budget_denial(struct task_ctx *tctx, u32 class, u64 now)
 	if (tctx->tokens_ns <= 0)
 		return LANE_NO_TOKENS;
 	if (t && t <= MAX_TENANTS &&
-	    !under_quota(&tenant_period_start[t - 1], &tenant_used_ns[t - 1],
+	    !under_quota(&tenant_period_start[t - 1], &tenant_used_ns[t - 1], NULL,
 			 tenant_quota_ns[t - 1], now))
 		return LANE_TENANT_CAP;
-	class_period(class, now);
-	if (class_used_ns[class] >= class_quota_ns[class])
+	if (!under_quota(&class_period_start[class], &class_used_ns[class], &class_held_ns[class],
+			 class_quota_ns[class], now))
 		return LANE_CLASS_CAP;
 	return NR_LANE_STATS;
 }
@@ -209,7 +210,7 @@ __hidden bool budget_hold_fits(u32 class, u64 ns, u64 now)
 {
 	if (class >= NR_CLASSES)
 		return false;
-	class_period(class, now);
+	period_roll(&class_period_start[class], &class_used_ns[class], &class_held_ns[class], now);
 	return class_used_ns[class] + class_held_ns[class] + ns <= class_quota_ns[class];
 }
 

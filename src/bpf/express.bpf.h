@@ -93,6 +93,7 @@ void note_fair_run(struct task_struct *p, struct task_ctx *tctx, u64 slice_ns);
 u64 fair_dsq(const struct task_struct *p, s32 cpu);
 bool fair_kick_idle(struct task_struct *p, u64 dsq);
 bool fair_io_task(struct task_struct *p);
+bool fair_avoids_cpus(struct task_struct *p, bool *io);
 void fair_preempt_check(struct task_struct *p, s32 cpu, u64 dl, u32 idx);
 
 /* ---- Fair path through the userspace scheduler (usersched.bpf.c) ---- */

@@ -398,6 +398,17 @@ static bool fair_io_guarded(s32 cpu)
 }
 
 /*
+ * Must @p's placement (wakeup or idle kick) pass over some CPUs: held ones
+ * (hold.bpf.c), or for an I/O task (*@io) guarded ones? Then
+ * pick_cpu_avoiding() places it instead of the kernel's idle picker.
+ */
+__hidden bool fair_avoids_cpus(struct task_struct *p, bool *io)
+{
+	*io = fair_io_task(p);
+	return *io || hold_any();
+}
+
+/*
  * Wake an idle CPU that can run @p, so queued work does not wait for a
  * tick: not a held one (hold.bpf.c), nor for an I/O task a guarded one
  * (placement.bpf.c). Returns whether one was kicked.
@@ -413,8 +424,7 @@ __hidden bool fair_kick_idle(struct task_struct *p, u64 dsq)
 		scx_bpf_kick_cpu(dsq, SCX_KICK_IDLE);
 		return true;
 	}
-	io = fair_io_task(p);
-	if (io || hold_any()) {
+	if (fair_avoids_cpus(p, &io)) {
 		cpu = pick_cpu_avoiding(p, scx_bpf_task_cpu(p), io, &idle);
 		if (!idle)
 			return false;

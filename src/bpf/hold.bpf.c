@@ -18,9 +18,10 @@
  * hold_us): the fair path places no work there (its wakeup placement, its
  * idle kick and its pick from the shared DSQ pass over a held CPU), nor
  * do other express tasks' steps 0-3 (placement.bpf.c), so the task's
- * wakeup finds it idle, with its caches and address space still loaded. The hold ends when any task
- * starts on the CPU (the task itself, pinned work, another express task) or when it expires; a
- * timer pinned to the CPU then kicks it so queued work runs.
+ * wakeup finds it idle, with its caches and address space still loaded.
+ * The hold ends when any task starts on the CPU (the task itself, pinned
+ * work, another express task) or when it expires; a timer pinned to the
+ * CPU then kicks it so queued work runs.
  *
  * The price is the held CPU's idle time, taken from every other task. It
  * counts against the class quota (classes.*.max_share, budget.bpf.c), with

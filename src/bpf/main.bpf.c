@@ -186,8 +186,7 @@ s32 BPF_STRUCT_OPS(express_select_cpu, struct task_struct *p, s32 prev_cpu, u64 
 	 * Held CPUs (hold.bpf.c) and, for an I/O task, the shielded CPUs in
 	 * use (placement.bpf.c) are not the kernel idle picker's to take.
 	 */
-	io = !is_usersched(p) && fair_io_task(p);
-	if (io || (!is_usersched(p) && hold_any()))
+	if (!is_usersched(p) && fair_avoids_cpus(p, &io))
 		cpu = pick_cpu_avoiding(p, prev_cpu, io, &is_idle);
 	else
 		cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);
