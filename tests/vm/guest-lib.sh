@@ -415,9 +415,15 @@ disk_noise() {
 # json_num FILE KEY: KEY's number in the JSON that FILE holds (the first).
 json_num() { grep -o "\"$2\":[0-9.]*" "$1" | head -n 1 | cut -d: -f2; }
 
-# agent_id FILE KEY: the number in FILE's "KEY=<number>" line, if whole.
-agent_id() { sed -n "s/^$2=\([0-9][0-9]*\)\$/\1/p" "$1" | head -n 1; }
-_has_agent_id() { [ -n "$(agent_id "$1" "$2")" ]; }
+# line_value FILE KEY TIMEOUT_S: wait (up to TIMEOUT_S) for a whole
+# "KEY=<number>" line in FILE (ids, or a decimal such as 12.5; a line still
+# being written does not count) and print the number; status 1 if none came.
+_line_num() { sed -n "s/^$2=\([0-9][0-9.]*\)\$/\1/p" "$1" | head -n 1; }
+_has_line_num() { [ -n "$(_line_num "$1" "$2")" ]; }
+line_value() {
+    wait_until "$3" _has_line_num "$1" "$2" || return 1
+    _line_num "$1" "$2"
+}
 
 # mark_agent_ids OUT [SERVER]: once the agent stand-in writing OUT (a file
 # removed before it started, so that no old ids are read) has printed its
@@ -425,11 +431,9 @@ _has_agent_id() { [ -n "$(agent_id "$1" "$2")" ]; }
 # 0, its tool-server process. Fails the scenario if either mark fails: an
 # unmarked server changes what is measured.
 mark_agent_ids() {
-    wait_until 10 _has_agent_id "$1" agent_tid || fail "the agent printed no agent_tid"
-    scx_express mark --tid "$(agent_id "$1" agent_tid)" --class agent >/dev/null ||
-        fail "marking the agent loop failed"
+    _tid=$(line_value "$1" agent_tid 10) || fail "the agent printed no agent_tid"
+    scx_express mark --tid "$_tid" --class agent >/dev/null || fail "marking the agent loop failed"
     [ "${2:-1}" = 0 ] && return 0
-    wait_until 10 _has_agent_id "$1" tool_server_pid || fail "the agent printed no tool_server_pid"
-    scx_express mark --pid "$(agent_id "$1" tool_server_pid)" --class agent >/dev/null ||
-        fail "marking the tool server failed"
+    _srv=$(line_value "$1" tool_server_pid 10) || fail "the agent printed no tool_server_pid"
+    scx_express mark --pid "$_srv" --class agent >/dev/null || fail "marking the tool server failed"
 }

@@ -38,11 +38,6 @@ wait_class() {
 wait_unclassified() {
     wait_until "$2" sh -c "scx_express ps | awk -v t=$1 '\$1 == t && \$4 != \"normal\" { f = 1 } END { exit f }'"
 }
-# line_value FILE KEY TIMEOUT_S: wait for "KEY=value" in FILE, print value.
-line_value() {
-    wait_until "$3" grep -q "^$2=" "$1" || return 1
-    sed -n "s/^$2=//p" "$1" | head -n 1
-}
 fail_with_logs() {
     scx_express ps
     tail -n 30 /tmp/scx.log

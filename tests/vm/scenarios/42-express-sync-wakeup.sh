@@ -10,12 +10,6 @@
 # shellcheck source=../guest-lib.sh
 . /lib/vmtest/guest-lib.sh
 
-# line_value FILE KEY TIMEOUT_S: wait for "KEY=value" in FILE, print value.
-line_value() {
-    wait_until "$3" grep -q "^$2=" "$1" || return 1
-    sed -n "s/^$2=//p" "$1" | head -n 1
-}
-
 # Holds (46-express-hold.sh) would put the agent back on its held CPU
 # instead: this test is about the preemption, so they are off.
 printf '[classes.agent]\nhold_us = 0\n' >/tmp/cfg.toml

@@ -4,9 +4,9 @@
 # agent, go back to the CPU they slept on, held idle for them, instead of
 # preempting a hog at each wakeup: most holds are taken back in time, and
 # wakeups land on the previous CPU, which a busy machine without holds
-# leaves them only by chance. The held time stays
-# within the class's max_share of the machine (running time first). A
-# reload with hold_us = 0 stops the holds live, and the wakeups preempt.
+# leaves them only by chance. The held time stays within the class's
+# max_share of the machine (running time first). A reload with
+# hold_us = 0 stops the holds live, and the wakeups preempt.
 # vmtest: smp=2 timeout=240 bins=target/release/scx_express,/usr/bin/stress-ng
 # vmtest: files=workloads/build:/opt/w
 # shellcheck source=../guest-lib.sh

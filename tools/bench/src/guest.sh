@@ -113,12 +113,6 @@ wrap() {
     esac
 }
 
-# line_value FILE KEY TIMEOUT_S: wait for "KEY=value" in FILE, print value.
-line_value() {
-    wait_until "$3" grep -q "^$2=" "$1" || return 1
-    sed -n "s/^$2=//p" "$1" | head -n 1
-}
-
 # parse_class PS_FILE TID: the CLASS column of TID's first row.
 parse_class() {
     awk -v t="$2" '$1 == t { print $4; exit }' "$1"

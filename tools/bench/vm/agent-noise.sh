@@ -38,7 +38,6 @@ wait_until 60 sched_state_is enabled || {
     fail "$SCHED did not attach"
 }
 
-
 for noise in disk net; do
     case $noise in
     disk)
