@@ -54,7 +54,7 @@ void budget_charge_hold(u32 class, u64 ns);
 s32 hold_init(void);
 void hold_note_wake(struct task_ctx *tctx, u64 now);
 void hold_start(struct task_struct *p, struct task_ctx *tctx, s32 cpu, struct cpu_ctx *cc);
-void hold_running(struct task_struct *p, struct cpu_ctx *cc);
+void hold_running(struct task_struct *p, bool fair, struct cpu_ctx *cc);
 bool hold_any(void);
 bool cpu_held(s32 cpu, struct task_struct *p);
 

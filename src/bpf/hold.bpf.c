@@ -14,16 +14,28 @@
  *
  * When an express task of a class with hold_us > 0 goes to sleep on a
  * machine with no idle CPU it may use, and its recent sleeps averaged
- * under hold_us, its CPU is *held* for up to twice that average (at most
- * hold_us): the fair path places no work there (its wakeup placement, its
- * idle kick and its pick from the shared DSQ pass over a held CPU), nor
- * do other express tasks' steps 0-3 (placement.bpf.c), so the task's
- * wakeup finds it idle, with its caches and address space still loaded.
- * The hold ends when any task starts on the CPU (the task itself, pinned
- * work, another express task) or when it expires; a timer pinned to the
- * CPU then kicks it so queued work runs.
+ * under hold_us, its CPU is *held* for its return: the fair path places no
+ * work there (its wakeup placement, its idle kick and its pick from the
+ * shared DSQ pass over a held CPU), nor do other express tasks' steps 0-3
+ * (placement.bpf.c), so the task's wakeup finds it idle, with its caches
+ * and address space still loaded. The hold ends when any task starts on
+ * the CPU (the task itself, pinned work, another express task) or when it
+ * expires; a timer pinned to the CPU then kicks it so queued work runs.
  *
- * The price is the held CPU's idle time, taken from every other task. It
+ * A hold is a window, not the whole sleep. A task that sleeps 2 ms with a
+ * spread of 0.1 ms will not be back in the first 1.5 ms, so fair work runs
+ * on its CPU until the window opens at the earliest return expected (the
+ * average less twice the mean deviation and an eighth of the average, the
+ * margin for clearing the CPU: a few us natively, ~100 us under TCG). The
+ * timer then preempts the fair task running there (ops.flags has
+ * SCX_OPS_ENQ_LAST, so the kernel does not simply keep it: main.bpf.c's
+ * ops.enqueue() sends it to the shared DSQ). The preemption the wakeup
+ * would have paid happens before it, when no one waits. The window closes
+ * at twice the average (at most hold_us). An irregular sleeper's window
+ * opens at once: the hold then covers the whole sleep. Measured in
+ * docs/benchmarks.md, "Holding the CPU for an express task's return".
+ *
+ * The price is the held window's idle time, taken from every other task. It
  * counts against the class quota (classes.*.max_share, budget.bpf.c), with
  * a lower priority than running: a hold starts only if the class's
  * running time and held time in this period plus the hold fit in the
@@ -68,20 +80,25 @@ struct {
 /*
  * A wakeup of express-class @tctx at @now (placement.bpf.c): how long it
  * slept goes into its average, which decides whether its next sleep earns
- * a hold. Weight 1/4 for the newest: a few sleeps of a new rhythm count.
+ * a hold, and into its mean deviation, which decides when the hold's
+ * window opens. Weight 1/4 for the newest: a few sleeps of a new rhythm
+ * count.
  */
 __hidden void hold_note_wake(struct task_ctx *tctx, u64 now)
 {
-	u64 slept;
+	u64 slept, avg = tctx->sleep_avg_ns, dev;
 
 	if (!tctx->sleep_start_ns || time_before(now, tctx->sleep_start_ns))
 		return;
 	slept = now - tctx->sleep_start_ns;
 	tctx->sleep_start_ns = 0;
-	if (!tctx->sleep_avg_ns)
+	if (!avg) {
 		tctx->sleep_avg_ns = slept;
-	else
-		tctx->sleep_avg_ns = tctx->sleep_avg_ns - tctx->sleep_avg_ns / 4 + slept / 4;
+		return;
+	}
+	dev = slept > avg ? slept - avg : avg - slept;
+	tctx->sleep_avg_ns = avg - avg / 4 + slept / 4;
+	tctx->sleep_dev_ns = tctx->sleep_dev_ns - tctx->sleep_dev_ns / 4 + dev / 4;
 }
 
 /* End @cc's CPU's hold at @now; @back: its task came back to it. */
@@ -94,29 +111,48 @@ static void hold_end(struct cpu_ctx *cc, u64 now, bool back)
 		return;
 	cc->hold_until_ns = 0;
 	__sync_fetch_and_sub(&nr_holds, 1);
-	held = (time_before(now, until) ? now : until) - cc->hold_start_ns;
+	/* Held: from the window's opening to its end (nothing before it). */
+	held = time_before(now, until) ? now : until;
+	held = time_before(cc->hold_start_ns, held) ? held - cc->hold_start_ns : 0;
 	budget_charge_hold(class, held);
 	lane_stat_add(class, LANE_HELD_NS, held);
-	if (back && time_before_eq(now, until))
+	if (back && held && time_before_eq(now, until))
 		lane_stat_inc(class, LANE_HOLD_BACK);
 }
 
-static int hold_expired(void *map, int *key, struct hold_timer *t)
+/* The hold's timer: at its window's opening, then at its end. */
+static int hold_timer_fired(void *map, int *key, struct hold_timer *t)
 {
 	s32 cpu = *key;
 	struct cpu_ctx *cc = cpu_ctx_of(cpu);
-	u64 now = bpf_ktime_get_ns();
+	u64 now = bpf_ktime_get_ns(), until;
 
-	/* A later hold re-armed the timer: not this one's end yet. */
-	if (!cc || !cc->hold_until_ns || time_before(now, cc->hold_until_ns))
+	if (!cc || !(until = cc->hold_until_ns))
 		return 0;
+	if (time_before(now, cc->hold_start_ns)) {
+		bpf_timer_start(&t->timer, cc->hold_start_ns - now, BPF_F_TIMER_CPU_PIN);
+		return 0;
+	}
+	if (time_before(now, until)) {
+		/*
+		 * The window opens: a fair task running here leaves now, and
+		 * the fair path (fair_pick()) takes nothing back here.
+		 */
+		if (!cc->hold_open) {
+			cc->hold_open = 1;
+			if (cc->curr_fair)
+				scx_bpf_kick_cpu(cpu, SCX_KICK_PREEMPT);
+		}
+		bpf_timer_start(&t->timer, until - now, BPF_F_TIMER_CPU_PIN);
+		return 0;
+	}
 	hold_end(cc, now, false);
 	/* Queued fair work may have passed this CPU over: let it look. */
 	scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
 	return 0;
 }
 
-/* From ops.init(): the timers, each calling hold_expired(). */
+/* From ops.init(): the timers, each calling hold_timer_fired(). */
 __hidden s32 hold_init(void)
 {
 	u32 nr = scx_bpf_nr_cpu_ids(), cpu;
@@ -132,7 +168,7 @@ __hidden s32 hold_init(void)
 		err = bpf_timer_init(&t->timer, &hold_timers, CLOCK_MONOTONIC);
 		if (err)
 			return err;
-		err = bpf_timer_set_callback(&t->timer, hold_expired);
+		err = bpf_timer_set_callback(&t->timer, hold_timer_fired);
 		if (err)
 			return err;
 	}
@@ -145,16 +181,19 @@ __hidden bool hold_any(void)
 	return nr_holds;
 }
 
-/* Is @cpu held (for a task other than @p)? */
+/* Is @cpu held (for a task other than @p), its window open? */
 __hidden bool cpu_held(s32 cpu, struct task_struct *p)
 {
 	struct cpu_ctx *cc;
+	u64 now;
 
 	if (!nr_holds)
 		return false;
 	cc = cpu_ctx_of(cpu);
-	return cc && cc->hold_until_ns && (!p || p->pid != cc->hold_pid) &&
-	       time_before(bpf_ktime_get_ns(), cc->hold_until_ns);
+	if (!cc || !cc->hold_until_ns || (p && p->pid == cc->hold_pid))
+		return false;
+	now = bpf_ktime_get_ns();
+	return !time_before(now, cc->hold_start_ns) && time_before(now, cc->hold_until_ns);
 }
 
 /*
@@ -187,16 +226,22 @@ static bool idle_unheld(struct task_struct *p, const struct cpumask *idle)
 __hidden void hold_start(struct task_struct *p, struct task_ctx *tctx, s32 cpu, struct cpu_ctx *cc)
 {
 	u32 class = tctx->lane_class, key = cpu;
-	u64 now = bpf_ktime_get_ns(), ns, avg = tctx->sleep_avg_ns;
+	u64 now = bpf_ktime_get_ns(), ns, avg = tctx->sleep_avg_ns, early;
 	const struct cpumask *idle;
 	struct hold_timer *t;
 	bool spare;
 
 	tctx->sleep_start_ns = now;
+	/* A hold left from another task (its window not yet open) ends here. */
+	if (cc->hold_until_ns)
+		hold_end(cc, now, false);
 	if (class >= NR_CLASSES || !(ns = class_hold_ns[class]) || !avg || avg > ns)
 		return;
 	if (2 * avg < ns)
 		ns = 2 * avg;
+	/* The window opens this long from now (header comment); below ns. */
+	early = 2 * tctx->sleep_dev_ns + avg / 8;
+	early = avg > early ? avg - early : 0;
 	/*
 	 * Another CPU it may use is idle: the machine is not saturated, its
 	 * wakeup will find an idle CPU anyway, and the fair path keeps the
@@ -208,25 +253,36 @@ __hidden void hold_start(struct task_struct *p, struct task_ctx *tctx, s32 cpu, 
 	scx_bpf_put_idle_cpumask(idle);
 	if (spare)
 		return;
-	if (!budget_hold_fits(class, ns, now)) {
+	if (!budget_hold_fits(class, ns - early, now)) {
 		lane_stat_inc(class, LANE_HOLD_NO_QUOTA);
 		return;
 	}
 	t = bpf_map_lookup_elem(&hold_timers, &key);
 	if (!t)
 		return;
-	cc->hold_start_ns = now;
+	cc->hold_start_ns = now + early;
+	cc->hold_open = !early;
 	cc->hold_class = class;
 	cc->hold_pid = p->pid;
 	cc->hold_until_ns = now + ns;
 	__sync_fetch_and_add(&nr_holds, 1);
-	bpf_timer_start(&t->timer, ns, BPF_F_TIMER_CPU_PIN);
+	bpf_timer_start(&t->timer, early ? early : ns, BPF_F_TIMER_CPU_PIN);
 	lane_stat_inc(class, LANE_HOLDS);
 }
 
-/* ops.running() of @p on @cc's CPU: whatever runs there ends its hold. */
-__hidden void hold_running(struct task_struct *p, struct cpu_ctx *cc)
+/*
+ * ops.running() of @p on @cc's CPU: its task's return, or any other task
+ * in the window, ends the hold. Before the window opens, fair-path work
+ * (@fair) runs there without ending it: the timer will clear the CPU.
+ */
+__hidden void hold_running(struct task_struct *p, bool fair, struct cpu_ctx *cc)
 {
-	if (cc && cc->hold_until_ns)
-		hold_end(cc, bpf_ktime_get_ns(), p->pid == cc->hold_pid);
+	u64 now;
+
+	if (!cc || !cc->hold_until_ns)
+		return;
+	now = bpf_ktime_get_ns();
+	if (p->pid != cc->hold_pid && fair && time_before(now, cc->hold_start_ns))
+		return;
+	hold_end(cc, now, p->pid == cc->hold_pid);
 }

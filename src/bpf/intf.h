@@ -132,7 +132,8 @@ struct cpu_ctx {
 	u32 curr_fair;		  /* a fair-path task runs here (its deadline is valid) */
 	u32 fair_preempt_pending; /* a wakeup kicked it to preempt that task */
 	u64 hold_until_ns;	  /* held for an express task until (hold.bpf.c), 0: not held */
-	u64 hold_start_ns;	  /* that hold started at */
+	u64 hold_start_ns;	  /* from (fair work may run here until then) */
+	u32 hold_open;		  /* the timer cleared the CPU at hold_start_ns */
 	u32 hold_class;		  /* the class charged for it */
 	s32 hold_pid;		  /* the task it is held for */
 };
@@ -193,6 +194,7 @@ struct task_ctx {
 	u64 io_submit_ns;      /* last block I/O it submitted, with irq_shield only */
 	u64 sleep_start_ns;    /* an express run went to sleep at, 0: awake (hold.bpf.c) */
 	u64 sleep_avg_ns;      /* its sleeps' moving average (hold.bpf.c) */
+	u64 sleep_dev_ns;      /* their moving mean deviation from that average */
 };
 
 /*

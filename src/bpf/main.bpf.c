@@ -208,6 +208,24 @@ s32 BPF_STRUCT_OPS(express_select_cpu, struct task_struct *p, s32 prev_cpu, u64 
 void BPF_STRUCT_OPS(express_enqueue, struct task_struct *p, u64 enq_flags)
 {
 	/*
+	 * SCX_OPS_ENQ_LAST: @p's slice ran out and ops.dispatch() found
+	 * nothing else for its CPU. Without the flag the kernel would keep it
+	 * running; so do we (its local DSQ, then a kick, since the CPU is
+	 * already switching to idle), except on a CPU whose hold window opened
+	 * (hold.bpf.c): there @p goes the usual way, to a DSQ other CPUs
+	 * take from, and the CPU stays idle for the express task's return.
+	 */
+	if (enq_flags & SCX_ENQ_LAST) {
+		s32 cpu = scx_bpf_task_cpu(p);
+
+		if (!cpu_held(cpu, NULL)) {
+			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, SCX_SLICE_DFL, enq_flags);
+			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+			return;
+		}
+	}
+
+	/*
 	 * The scheduler itself: next on this CPU, never through itself. On a
 	 * wakeup it preempts the normal task running there: if it waited for
 	 * that task's slice to end, every fair-path wakeup would wait for two
@@ -311,7 +329,7 @@ void BPF_STRUCT_OPS(express_running, struct task_struct *p)
 	struct task_ctx *tctx = task_ctx_get(p);
 	struct cpu_ctx *cc = cpu_ctx_of(scx_bpf_task_cpu(p));
 
-	hold_running(p, cc);
+	hold_running(p, tctx && tctx->fair_dispatched, cc);
 	fair_running(p, tctx, cc);
 	/*
 	 * In userspace mode a task it ordered moves its virtual time. Called
@@ -392,5 +410,6 @@ SCX_OPS_DEFINE(express_ops,
 	       .cpu_release	= (void *)express_cpu_release,
 	       .init		= (void *)express_init,
 	       .exit		= (void *)express_exit,
+	       .flags		= SCX_OPS_ENQ_LAST,
 	       .name		= "express");
 /* clang-format on */
