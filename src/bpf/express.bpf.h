@@ -57,6 +57,7 @@ void hold_start(struct task_struct *p, struct task_ctx *tctx, s32 cpu, struct cp
 void hold_running(struct task_struct *p, bool fair, struct cpu_ctx *cc);
 bool hold_any(void);
 bool cpu_held(s32 cpu, struct task_struct *p);
+bool cpu_reserved(s32 cpu, struct task_struct *p);
 
 /* ---- CPU quality (cpu_quality.bpf.c) ---- */
 bool cpu_irq_hot(s32 cpu, u64 now);

@@ -136,11 +136,12 @@ static int hold_timer_fired(void *map, int *key, struct hold_timer *t)
 	if (time_before(now, until)) {
 		/*
 		 * The window opens: a fair task running here leaves now, and
-		 * the fair path (fair_pick()) takes nothing back here.
+		 * the fair path (fair_pick()) takes nothing back here. Not one
+		 * that can run only here: it would come straight back.
 		 */
 		if (!cc->hold_open) {
 			cc->hold_open = 1;
-			if (cc->curr_fair)
+			if (cc->curr_fair && !cc->hold_curr_pinned)
 				scx_bpf_kick_cpu(cpu, SCX_KICK_PREEMPT);
 		}
 		bpf_timer_start(&t->timer, until - now, BPF_F_TIMER_CPU_PIN);
@@ -181,8 +182,13 @@ __hidden bool hold_any(void)
 	return nr_holds;
 }
 
-/* Is @cpu held (for a task other than @p), its window open? */
-__hidden bool cpu_held(s32 cpu, struct task_struct *p)
+/*
+ * Is @cpu held for a task other than @p: its window open (@open), or
+ * opening later (the CPU is that task's, but fair work may use it until
+ * then)? The fair path asks the first, express placement the second, so
+ * that express tasks keep off each other's CPUs for the whole sleep.
+ */
+static bool held_for_other(s32 cpu, struct task_struct *p, bool open)
 {
 	struct cpu_ctx *cc;
 	u64 now;
@@ -193,7 +199,20 @@ __hidden bool cpu_held(s32 cpu, struct task_struct *p)
 	if (!cc || !cc->hold_until_ns || (p && p->pid == cc->hold_pid))
 		return false;
 	now = bpf_ktime_get_ns();
-	return !time_before(now, cc->hold_start_ns) && time_before(now, cc->hold_until_ns);
+	return (!open || !time_before(now, cc->hold_start_ns)) &&
+	       time_before(now, cc->hold_until_ns);
+}
+
+/* Is @cpu held for a task other than @p, its window open? */
+__hidden bool cpu_held(s32 cpu, struct task_struct *p)
+{
+	return held_for_other(cpu, p, true);
+}
+
+/* Is @cpu held for a task other than @p, now or later in its sleep? */
+__hidden bool cpu_reserved(s32 cpu, struct task_struct *p)
+{
+	return held_for_other(cpu, p, false);
 }
 
 /*
@@ -212,7 +231,7 @@ static bool idle_unheld(struct task_struct *p, const struct cpumask *idle)
 		if (cpu >= MAX_CPUS)
 			break;
 		if (bpf_cpumask_test_cpu(cpu, idle) && bpf_cpumask_test_cpu(cpu, p->cpus_ptr) &&
-		    !cpu_held(cpu, NULL))
+		    !cpu_reserved(cpu, NULL))
 			return true;
 	}
 	return false;
@@ -282,7 +301,9 @@ __hidden void hold_running(struct task_struct *p, bool fair, struct cpu_ctx *cc)
 	if (!cc || !cc->hold_until_ns)
 		return;
 	now = bpf_ktime_get_ns();
-	if (p->pid != cc->hold_pid && fair && time_before(now, cc->hold_start_ns))
+	if (p->pid != cc->hold_pid && fair && time_before(now, cc->hold_start_ns)) {
+		cc->hold_curr_pinned = p->nr_cpus_allowed == 1;
 		return;
+	}
 	hold_end(cc, now, p->pid == cc->hold_pid);
 }

@@ -134,6 +134,7 @@ struct cpu_ctx {
 	u64 hold_until_ns;	  /* held for an express task until (hold.bpf.c), 0: not held */
 	u64 hold_start_ns;	  /* from (fair work may run here until then) */
 	u32 hold_open;		  /* the timer cleared the CPU at hold_start_ns */
+	u32 hold_curr_pinned;	  /* the fair task running before then can run only here */
 	u32 hold_class;		  /* the class charged for it */
 	s32 hold_pid;		  /* the task it is held for */
 };

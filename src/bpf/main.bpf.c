@@ -210,17 +210,19 @@ void BPF_STRUCT_OPS(express_enqueue, struct task_struct *p, u64 enq_flags)
 	/*
 	 * SCX_OPS_ENQ_LAST: @p's slice ran out and ops.dispatch() found
 	 * nothing else for its CPU. Without the flag the kernel would keep it
-	 * running; so do we (its local DSQ, then a kick, since the CPU is
-	 * already switching to idle), except on a CPU whose hold window opened
-	 * (hold.bpf.c): there @p goes the usual way, to a DSQ other CPUs
-	 * take from, and the CPU stays idle for the express task's return.
+	 * running; so do we (its local DSQ), except on a CPU whose hold window
+	 * opened (hold.bpf.c): there @p goes the usual way, to a DSQ other
+	 * CPUs take from, and the CPU stays idle for the express task's
+	 * return. Either way the CPU is already switching to idle: the kick
+	 * makes it look at its local DSQ again (on a held CPU, for a pinned
+	 * @p that the usual way put there).
 	 */
 	if (enq_flags & SCX_ENQ_LAST) {
 		s32 cpu = scx_bpf_task_cpu(p);
 
+		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
 		if (!cpu_held(cpu, NULL)) {
 			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, SCX_SLICE_DFL, enq_flags);
-			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
 			return;
 		}
 	}

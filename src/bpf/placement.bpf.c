@@ -143,7 +143,7 @@ static bool good_idle(struct task_struct *p, const struct cpumask *idle, s32 cpu
 	if (!pk->quiet)
 		return true;
 	/* Held for another express task's return (hold.bpf.c): step 5 only. */
-	if (cpu_held(cpu, p))
+	if (cpu_reserved(cpu, p))
 		return false;
 	if (cpu_irq_hot(cpu, pk->now)) {
 		lane_stat_inc(pk->class, LANE_IRQ_HOT_SKIP);
