@@ -61,8 +61,9 @@
  *    one LLC per socket, and a shared queue balances load for free; with
  *    tens of CPUs per LLC its lock is the first thing to split.
  *
- *    A CPU held for an express task's return (hold.bpf.c) is passed over
- *    by the wakeup, the idle kick and the shared DSQ's pick. While any CPU
+ *    A CPU held for an express task's return (hold.bpf.c), once its
+ *    window opened, is passed over by the wakeup, the idle kick and the
+ *    shared DSQ's pick. While any CPU
  *    is held, one pass over the CPUs replaces the kernel's idle picker (a
  *    few hundred ns natively at tens of CPUs).
  *

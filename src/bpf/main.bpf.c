@@ -50,9 +50,11 @@
  *    ops.select_cpu() (a pinned task) preempts on its own CPU.
  *
  *    After an express task of a class with hold_us goes to sleep, its CPU
- *    may be held idle for its return (hold.bpf.c): under load its next
- *    wakeup then lands on an idle, warm CPU instead of preempting one.
- *    Held time counts against the class's max_share.
+ *    may be held idle around its expected return (hold.bpf.c): under load
+ *    its next wakeup then lands on an idle, warm CPU instead of
+ *    preempting one. Ordinary tasks use the CPU until the hold's window
+ *    opens; a fair task running then is preempted (SCX_OPS_ENQ_LAST,
+ *    ops.enqueue()). Held time counts against the class's max_share.
  *
  * 5. Fair path (fair.bpf.c)
  *
