@@ -1,0 +1,57 @@
+#!/bin/sh
+# The hold is a window at the expected return (hold.bpf.c): a task of the
+# agent class that sleeps a steady 2 ms (cyclictest's timer loop, marked)
+# beside hogs on every CPU gets its CPU held for its returns, and most of
+# them find it idle (the hog running there was preempted when the window
+# opened: SCX_OPS_ENQ_LAST, main.bpf.c), while the held time per hold is
+# well under the sleep (hogs used the CPU until the window opened). With
+# holds over the whole sleep it would be about the sleep itself, and
+# without the window's preemption the returns would preempt a hog.
+# vmtest: smp=2 timeout=240 bins=target/release/scx_express,/usr/bin/stress-ng,/usr/bin/cyclictest
+# shellcheck source=../guest-lib.sh
+. /lib/vmtest/guest-lib.sh
+
+start_scx /tmp/scx.log
+stress-ng --cpu $(($(nproc) * 4)) --cpu-method fft --timeout 60s >/dev/null 2>&1 &
+hogs=$!
+sleep 1
+
+# SCHED_OTHER (no -p), one thread, a 2 ms timer sleep per loop. It pins
+# its thread to CPU 0; unpinned, its wakeups take the express placement
+# (ops.select_cpu()), whose counters say where they landed.
+cyclictest -t 1 -i 2000 -D 8 -q >/tmp/cyc.out 2>&1 &
+cyc=$!
+sleep 0.5
+taskset -a -p "$(printf %x $(((1 << $(nproc)) - 1)))" "$cyc" >/dev/null ||
+    fail "could not unpin cyclictest"
+scx_express mark --pid "$cyc" --class agent >/dev/null || fail "could not mark cyclictest"
+# The first sleeps set the average and its spread: count from here on.
+sleep 1
+stats_snapshot /tmp/s0
+sleep 5
+stats_snapshot /tmp/s1
+wait "$cyc" || fail "cyclictest exited $?"
+
+# delta KEY: KEY's increase between /tmp/s0 and /tmp/s1.
+delta() { echo $(($(snap_sum /tmp/s1 "$1") - $(snap_sum /tmp/s0 "$1"))); }
+holds=$(delta classes.agent.holds)
+back=$(delta classes.agent.hold_back)
+held=$(delta classes.agent.held_us)
+prev=$(delta classes.agent.prev)
+pre=$(delta classes.agent.preempt)
+echo "holds $holds (taken back $back), held $held us; wakeups: prev $prev, preempt $pre"
+[ "$holds" -ge 100 ] || fail "only $holds holds for a 2 ms sleeper under load"
+[ $((back * 2)) -ge "$holds" ] || fail "only $back of $holds holds were taken back while held"
+# Its CPU was idle at most returns: the window's preemption cleared it.
+[ $((prev * 2)) -ge "$holds" ] || fail "only $prev wakeups found the previous CPU free ($holds holds)"
+echo "ok: $back of $holds holds taken back, $prev wakeups on the previous CPU"
+# Under three quarters of the sleep per hold: the window (its opening
+# margin, twice the sleeps' spread, which TCG widens, and the lateness of
+# the return), not the whole sleep (about 1900 us here).
+per=$((held / holds))
+[ "$per" -le 1500 ] || fail "held $per us per hold of a 2 ms sleep: the CPU was held for the whole sleep"
+echo "ok: held $per us per hold of a 2 ms sleep"
+
+kill "$hogs" 2>/dev/null
+wait "$hogs" 2>/dev/null
+stop_scx
