@@ -8,6 +8,7 @@
 # the scheduler running, a loop marked with `scx_express mark` (no rule)
 # gets steps too.
 # vmtest: smp=2 timeout=300 disk=64M bins=target/release/scx_express files=workloads/build:/opt/w
+# vmtest: tcg=single
 # shellcheck source=../guest-lib.sh
 . /lib/vmtest/guest-lib.sh
 
