@@ -181,6 +181,13 @@ stat_table! {
     hold_no_quota: Counter Events Source::Lane(lane_stat_idx_LANE_HOLD_NO_QUOTA),
         "express_hold_no_quota",
         "Holds not started because the class quota (max_share) had no room left";
+    hold_irregular: Counter Events Source::Lane(lane_stat_idx_LANE_HOLD_IRREGULAR),
+        "express_hold_irregular",
+        "Holds not started because the task's sleeps are too irregular to predict its return";
+    hold_taken: Counter Events Source::Lane(lane_stat_idx_LANE_HOLD_TAKEN), "express_hold_taken",
+        "Holds ended by another task running on the CPU before their task came back";
+    hold_early: Counter Events Source::Lane(lane_stat_idx_LANE_HOLD_EARLY), "express_hold_early",
+        "Holds whose task came back before the window opened (ordinary work still ran there)";
     wakeups: Counter Events Source::Lat(lat_stat_idx_LAT_WAKEUPS), "wakeups",
         "Wakeups of the class's tasks measured, wakeup to running, by either lane";
     over_target: Counter Events Source::Lat(lat_stat_idx_LAT_OVER_TARGET), "wakeups_over_target",

@@ -89,6 +89,9 @@ enum lane_stat_idx {
 	LANE_HOLD_BACK,	     /* of those, the task came back to it within the hold */
 	LANE_HELD_NS,	     /* CPU time held idle (ns) */
 	LANE_HOLD_NO_QUOTA,  /* holds not started: the class quota had no room */
+	LANE_HOLD_IRREGULAR, /* holds not started: the task's sleeps are too irregular */
+	LANE_HOLD_TAKEN,     /* holds ended by another task before their task's return */
+	LANE_HOLD_EARLY,     /* of holds, the task came back before the window opened */
 	NR_LANE_STATS,
 };
 
@@ -133,7 +136,6 @@ struct cpu_ctx {
 	u32 fair_preempt_pending; /* a wakeup kicked it to preempt that task */
 	u64 hold_until_ns;	  /* held for an express task until (hold.bpf.c), 0: not held */
 	u64 hold_start_ns;	  /* from (fair work may run here until then) */
-	u32 hold_open;		  /* the timer cleared the CPU at hold_start_ns */
 	u32 hold_curr_pinned;	  /* the fair task running before then can run only here */
 	u32 hold_class;		  /* the class charged for it */
 	s32 hold_pid;		  /* the task it is held for */

@@ -145,6 +145,13 @@ snap_sum() {
     awk -v keys="$*" 'BEGIN { n = split(keys, k, " "); for (i = 1; i <= n; i++) want[k[i]] = 1 }
         ($1 in want) { s += $2 } END { print s + 0 }' "$_f"
 }
+# snap_delta FROM TO KEY...: how much the sum of KEYs grew from snapshot FROM
+# to snapshot TO.
+snap_delta() {
+    _from=$1 _to=$2
+    shift 2
+    echo $(($(snap_sum "$_to" "$@") - $(snap_sum "$_from" "$@")))
+}
 
 # start_scx LOG [ARGS...]: start scx_express in the background with its
 # output in LOG, set $SCX_PID, and wait (up to 60 s) until it is attached.

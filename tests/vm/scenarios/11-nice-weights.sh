@@ -37,8 +37,8 @@ split() {
     echo "ok: $mode: nice 0 : nice 5 split $ratio/100 (expected 3.0 ±25%)"
     [ $((d0 + d5)) -ge 1200 ] || fail "$mode: the two hogs got only $((d0 + d5)) of ~1500 ticks of CPU 1"
     echo "ok: $mode: CPU 1 stayed busy ($((d0 + d5)) ticks of 1500)"
-    charged=$(($(snap_sum /tmp/s1 fair_charged_ms) - $(snap_sum /tmp/s0 fair_charged_ms)))
-    forgiven=$(($(snap_sum /tmp/s1 fair_forgiven_ms) - $(snap_sum /tmp/s0 fair_forgiven_ms)))
+    charged=$(snap_delta /tmp/s0 /tmp/s1 fair_charged_ms)
+    forgiven=$(snap_delta /tmp/s0 /tmp/s1 fair_forgiven_ms)
     log "$mode: fair policy: charged ${charged} ms, forgave ${forgiven} ms"
     [ "$charged" -ge 10000 ] || fail "$mode: the policy charged only ${charged} ms of ~15000 ms of hog CPU time"
     [ $((forgiven * 10)) -le "$charged" ] || fail "$mode: the policy forgave ${forgiven} of ${charged} ms: CPU time is not what orders the hogs"

@@ -74,9 +74,9 @@ irq_phase() {
     stats_snapshot /tmp/i0
     wait $dec
     stats_snapshot /tmp/i1
-    hot=$(($(snap_sum /tmp/i1 cpus.$HOT.express_runs) - $(snap_sum /tmp/i0 cpus.$HOT.express_runs)))
-    quiet=$(($(snap_sum /tmp/i1 cpus.$QUIET.express_runs) - $(snap_sum /tmp/i0 cpus.$QUIET.express_runs)))
-    skips=$(($(snap_sum /tmp/i1 classes.gpu.irq_hot_skips) - $(snap_sum /tmp/i0 classes.gpu.irq_hot_skips)))
+    hot=$(snap_delta /tmp/i0 /tmp/i1 "cpus.$HOT.express_runs")
+    quiet=$(snap_delta /tmp/i0 /tmp/i1 "cpus.$QUIET.express_runs")
+    skips=$(snap_delta /tmp/i0 /tmp/i1 classes.gpu.irq_hot_skips)
     kill $hog
     wait $ipf
     sleep 1
@@ -113,7 +113,7 @@ all_hot_phase() {
     # shellcheck disable=SC2086
     wait $ipfs
     sleep 1
-    d() { echo $(($(snap_sum /tmp/h1 "$@") - $(snap_sum /tmp/h0 "$@"))); }
+    d() { snap_delta /tmp/h0 /tmp/h1 "$@"; }
     nq=$(d classes.gpu.not_quiet) fb=$(d classes.gpu.fallback) placed=$(d "$PLACED")
     log "every CPU IRQ-hot: $placed express wakeups, $nq on a hot CPU, $fb to the fair path"
 }

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Express hold (hold.bpf.c, classes.agent.hold_us, on by default): with
-# every CPU busy with hogs, an agent loop and its tool server, both marked
-# agent, go back to the CPU they slept on, held idle for them, instead of
-# preempting a hog at each wakeup: most holds are taken back in time, and
+# every CPU busy with hogs, an agent loop marked agent goes back to the
+# CPU it slept on, held idle for it, instead of preempting a hog at each
+# wakeup (its tool server, marked too, sleeps too irregularly to earn
+# holds, and gets none): most holds are taken back in time, and
 # wakeups land on the previous CPU, which a busy machine without holds
 # leaves them only by chance. The held time stays within the class's
 # max_share of the machine (running time first). A reload with
@@ -36,7 +37,7 @@ agent_run() {
     stats_snapshot /tmp/s1
 }
 # delta KEY: KEY's increase between /tmp/s0 and /tmp/s1.
-delta() { echo $(($(snap_sum /tmp/s1 "$1") - $(snap_sum /tmp/s0 "$1"))); }
+delta() { snap_delta /tmp/s0 /tmp/s1 "$1"; }
 
 agent_run 6
 holds=$(delta classes.agent.holds)
@@ -44,11 +45,24 @@ back=$(delta classes.agent.hold_back)
 held=$(delta classes.agent.held_us)
 prev=$(delta classes.agent.prev)
 pre=$(delta classes.agent.preempt)
-echo "holds $holds (taken back $back), held $held us in $t cs; wakeups: prev $prev, preempt $pre"
+refused="$(delta classes.agent.hold_no_quota) for quota, $(delta classes.agent.hold_irregular) irregular"
+refused="$refused; $(delta classes.agent.hold_taken) taken by others, $(delta classes.agent.hold_early) back before the window"
+echo "holds $holds (taken back $back; refused $refused), held $held us in $t cs; wakeups: prev $prev, preempt $pre"
 [ "$holds" -ge 100 ] || fail "only $holds holds under load"
 [ $((back * 2)) -ge "$holds" ] || fail "only $back of $holds holds were taken back in time"
 [ "$prev" -ge 100 ] || fail "only $prev wakeups found their previous CPU free under load"
 echo "ok: held CPUs are taken back ($back of $holds): $prev wakeups on the previous CPU, $pre preempt"
+
+# The tool server alternates its 2 ms reply delay with a wait of a few
+# hundred us for the next request: too irregular to predict its return, so
+# it earns no hold (hold.bpf.c), and every hold is the loop's, at most one
+# per step.
+irregular=$(delta classes.agent.hold_irregular)
+steps=$(line_value /tmp/agent.out steps 1) || fail "the agent printed no step count"
+echo "steps $steps, holds $holds, refused as irregular $irregular"
+[ "$irregular" -ge 100 ] || fail "only $irregular of the tool server's sleeps were refused a hold as irregular"
+[ "$holds" -le $((steps + 10)) ] || fail "$holds holds for $steps steps: the tool server was held for"
+echo "ok: the irregular tool server earns no hold ($irregular refused; $holds holds for $steps steps)"
 
 # max_share 0.25 of 2 CPUs: at most half a CPU of running plus holding,
 # so holds alone stay under 0.5 x the wall time (10000 us per cs), plus

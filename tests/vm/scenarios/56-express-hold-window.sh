@@ -33,13 +33,15 @@ stats_snapshot /tmp/s1
 wait "$cyc" || fail "cyclictest exited $?"
 
 # delta KEY: KEY's increase between /tmp/s0 and /tmp/s1.
-delta() { echo $(($(snap_sum /tmp/s1 "$1") - $(snap_sum /tmp/s0 "$1"))); }
+delta() { snap_delta /tmp/s0 /tmp/s1 "$1"; }
 holds=$(delta classes.agent.holds)
 back=$(delta classes.agent.hold_back)
 held=$(delta classes.agent.held_us)
 prev=$(delta classes.agent.prev)
 pre=$(delta classes.agent.preempt)
-echo "holds $holds (taken back $back), held $held us; wakeups: prev $prev, preempt $pre"
+refused="$(delta classes.agent.hold_no_quota) for quota, $(delta classes.agent.hold_irregular) irregular"
+refused="$refused; $(delta classes.agent.hold_taken) taken by others, $(delta classes.agent.hold_early) back before the window"
+echo "holds $holds (taken back $back; refused $refused), held $held us; wakeups: prev $prev, preempt $pre"
 [ "$holds" -ge 100 ] || fail "only $holds holds for a 2 ms sleeper under load"
 [ $((back * 2)) -ge "$holds" ] || fail "only $back of $holds holds were taken back while held"
 # Its CPU was idle at most returns: the window's preemption cleared it.
