@@ -83,6 +83,9 @@ if [ -n "$spid" ]; then
     fi
     attach_cs=$(($(uptime_cs) - t0))
     log "bench: $S attached after ${attach_cs}0 ms ($(sched_ops_name))"
+    # Which build ran (an A/B may replace the bundle's): the binary's hash.
+    bin=$(readlink "/proc/$spid/exe")
+    log "bench: $S binary $bin sha256 $(sha256sum "$bin" | cut -c1-16)"
 fi
 
 disk_kind=none
