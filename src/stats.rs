@@ -184,6 +184,8 @@ stat_table! {
     hold_irregular: Counter Events Source::Lane(lane_stat_idx_LANE_HOLD_IRREGULAR),
         "express_hold_irregular",
         "Holds not started because the task's sleeps are too irregular to predict its return";
+    hold_spare: Counter Events Source::Lane(lane_stat_idx_LANE_HOLD_SPARE), "express_hold_spare",
+        "Holds not started because another CPU the task may use was idle (machine not saturated)";
     hold_taken: Counter Events Source::Lane(lane_stat_idx_LANE_HOLD_TAKEN), "express_hold_taken",
         "Holds ended by another task running on the CPU before their task came back";
     hold_early: Counter Events Source::Lane(lane_stat_idx_LANE_HOLD_EARLY), "express_hold_early",

@@ -277,8 +277,10 @@ __hidden void hold_start(struct task_struct *p, struct task_ctx *tctx, s32 cpu, 
 	idle = scx_bpf_get_idle_cpumask();
 	spare = idle_unheld(p, idle);
 	scx_bpf_put_idle_cpumask(idle);
-	if (spare)
+	if (spare) {
+		lane_stat_inc(class, LANE_HOLD_SPARE);
 		return;
+	}
 	/*
 	 * A sleeper whose deviation is 7/16 of its average or more could be
 	 * back at any time: its window would open at once and cover the

@@ -516,6 +516,7 @@ const LANE_COLUMNS: &[(&str, &str)] = &[
     ("lane_held_us", "held (µs)"),
     ("lane_hold_no_quota", "holds refused (quota)"),
     ("lane_hold_irregular", "holds refused (irregular)"),
+    ("lane_hold_spare", "not held (CPU idle)"),
     ("lane_hold_taken", "holds taken by others"),
     ("lane_hold_early", "back before window"),
     ("fair_waits_over_1ms", "fair waits > 1 ms"),
