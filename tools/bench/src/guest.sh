@@ -200,11 +200,14 @@ run_workload() {
     # before it starts or after it ends, so 1.1 s after it ends they are
     # exact for that class.
     [ "$S" != express ] || scx_express stats --flat >"$2/lane0.txt" 2>&1
-    if [ "$1" = scale ]; then
-        run_scale "$2"
-    else
-        run_one "$1" "$2"
-    fi
+    case $1 in
+    scale) go_scale "$2" ;;
+    agent | agent-exec)
+        touch "$2/go"
+        wait "$wpid"
+        ;;
+    *) run_one "$1" "$2" ;;
+    esac
     _rc=$?
     if [ "$S" = express ]; then
         sleep 1.1
@@ -232,17 +235,6 @@ run_one() {
     decode) wrap "$W/decode" --duration "$D" --json >"$2/workload.out" 2>"$2/workload.err" & ;;
     mixed) wrap "$W/decode" --duration "$D" --helpers "$BENCH_HELPERS" --json \
         >"$2/workload.out" 2>"$2/workload.err" & ;;
-    agent | agent-exec)
-        rm -f "$2/go"
-        # A subprocess step takes 10-100x a socket one under TCG (fork,
-        # exec, faults): 20 warmup steps, not 200, keep it in its time limit.
-        tool='socket' warm=200
-        [ "$1" = agent ] || tool='exec' warm=20
-        # It waits for the go file after printing its ids: the steps it
-        # measures all run with its threads classified (below).
-        wrap "$W/agent" --tool "$tool" --duration "$D" --warmup "$warm" --json --cdf \
-            --go-file "$2/go" >"$2/workload.out" 2>"$2/workload.err" &
-        ;;
     wakeup)
         # SCHED_OTHER unless the fifo variant: cyclictest sets its thread's
         # policy itself, so chrt alone would be undone.
@@ -269,15 +261,43 @@ run_one() {
                 fi
             fi
             ;;
-        agent | agent-exec)
-            # agent-exec has no server; its tools are forked by the loop.
-            mark_agent "$2/workload.out" "$2/tid" "$2/mark.txt"
-            [ ! -f "$2/tid" ] || scx_express ps >"$2/ps.txt" 2>&1
-            ;;
         esac
     fi
-    case $1 in agent | agent-exec) touch "$2/go" ;; esac
     wait "$wpid"
+}
+
+# setup_workload WORKLOAD DIR: before the noise starts, start a workload
+# that waits for a go file (agent, agent-exec, scale) and classify it, so
+# that its whole measurement runs in the noise. (Marking under express
+# runs scx_express three times or more: under cpu4x in a TCG guest that
+# took about 3 s, which had pushed most of the agent's measured steps past
+# the end of the noise, for express only.) Other workloads start in
+# run_workload.
+setup_workload() {
+    case $1 in
+    agent | agent-exec) start_agent "$1" "$2" ;;
+    scale) start_scale "$2" ;;
+    esac
+}
+
+# start_agent WORKLOAD DIR: the agent stand-in, waiting for DIR/go, its
+# loop and tool server marked under express; its pid in $wpid.
+start_agent() {
+    rm -f "$2/go"
+    # A subprocess step takes 10-100x a socket one under TCG (fork,
+    # exec, faults): 20 warmup steps, not 200, keep it in its time limit.
+    tool='socket' warm=200
+    [ "$1" = agent ] || tool='exec' warm=20
+    # It waits for the go file after printing its ids: the steps it
+    # measures all run with its threads classified.
+    wrap "$W/agent" --tool "$tool" --duration "$D" --warmup "$warm" --json --cdf \
+        --go-file "$2/go" >"$2/workload.out" 2>"$2/workload.err" &
+    wpid=$!
+    if [ "$S" = express ]; then
+        # agent-exec has no server; its tools are forked by the loop.
+        mark_agent "$2/workload.out" "$2/tid" "$2/mark.txt"
+        [ ! -f "$2/tid" ] || scx_express ps >"$2/ps.txt" 2>&1
+    fi
 }
 
 # ps_all_gpu PS_FILE TIDFILE...: every thread classified gpu in PS_FILE.
@@ -289,12 +309,12 @@ ps_all_gpu() {
     done
 }
 
-# run_scale DIR: the scale workload: one decode launcher per two vCPUs (one
+# start_scale DIR: the scale workload: one decode launcher per two vCPUs (one
 # per "GPU", at least one) and two agent loops at once, each treated as its
 # own workload is (wrap; under express the launchers classified by the CUDA
 # uprobes alone, checked 0.5 s into the measurement as in a decode cell, the
 # agents marked). launcher-I.out, agent-J.out, *.tid.
-run_scale() {
+start_scale() {
     nl=$((n / 2))
     [ "$nl" -ge 1 ] || nl=1
     echo "launchers=$nl" >"$1/scale.txt"
@@ -319,6 +339,10 @@ run_scale() {
                 tids="$tids $1/launcher-$_l.tid"
         done
     fi
+}
+
+# go_scale DIR: start_scale's processes measure (DIR/go), then wait.
+go_scale() {
     # Every process waits for the go file after printing its ids: all
     # measure together, the agents marked from their first step.
     touch "$1/go"
@@ -374,6 +398,10 @@ for r in $(seq "$BENCH_REPEAT_FROM" "$BENCH_REPEAT_TO"); do
             t0=$(uptime_cs)
             k0=$(sched_ticks)
             secs=$((BENCH_WARM + D + 1))
+            setup_workload "$w" "$d"
+            # The agents' warmup steps run after the go: under noise 200
+            # socket steps take up to 1-2 s, 20 exec steps about as long.
+            case $w in agent | agent-exec | scale) secs=$((secs + 3)) ;; esac
             if [ "$c" != baseline ]; then
                 noise_start "$c" "$secs" "$d"
                 sleep "$BENCH_WARM"
