@@ -209,6 +209,8 @@ run_workload() {
     *) run_one "$1" "$2" ;;
     esac
     _rc=$?
+    # The measurement's end, against the noise's planned end (cell loop).
+    w_end=$(uptime_cs)
     if [ "$S" = express ]; then
         sleep 1.1
         scx_express stats --flat >"$2/lane1.txt" 2>&1
@@ -397,17 +399,25 @@ for r in $(seq "$BENCH_REPEAT_FROM" "$BENCH_REPEAT_TO"); do
             mkdir -p "$d"
             t0=$(uptime_cs)
             k0=$(sched_ticks)
-            secs=$((BENCH_WARM + D + 1))
+            # The noise outlasts the measurement by about 2 s: a workload
+            # starts up to a second late under noise (cyclictest's last
+            # cell ended 0.04 s before a noise of WARM + D + 1 s did).
+            secs=$((BENCH_WARM + D + 2))
             setup_workload "$w" "$d"
             # The agents' warmup steps run after the go: under noise 200
             # socket steps take up to 1-2 s, 20 exec steps about as long.
             case $w in agent | agent-exec | scale) secs=$((secs + 3)) ;; esac
+            margin=''
             if [ "$c" != baseline ]; then
+                n0=$(uptime_cs)
                 noise_start "$c" "$secs" "$d"
                 sleep "$BENCH_WARM"
             fi
             run_workload "$w" "$d"
             wrc=$?
+            # How long the noise outlasted the measurement (negative: it
+            # ended first, and the cell measured partly without it).
+            [ "$c" = baseline ] || margin=" noise_margin_cs=$((n0 + secs * 100 - w_end))"
             noise_wait 20
             k1=$(sched_ticks)
             t1=$(uptime_cs)
@@ -415,7 +425,7 @@ for r in $(seq "$BENCH_REPEAT_FROM" "$BENCH_REPEAT_TO"); do
             [ "$wrc" = 0 ] || bad=$((bad + 1))
             {
                 echo "@@bench sched=$S scenario=$c workload=$w repeat=$r"
-                echo "@@meta rc=$wrc limit_s=$lim wall_cs=$((t1 - t0)) sched_ticks=$((k1 - k0)) state=$state disk=$disk_kind duration_s=$D"
+                echo "@@meta rc=$wrc limit_s=$lim wall_cs=$((t1 - t0)) sched_ticks=$((k1 - k0)) state=$state disk=$disk_kind duration_s=$D$margin"
                 for f in "$d"/*; do
                     [ -f "$f" ] || continue
                     echo "@@file ${f##*/}"

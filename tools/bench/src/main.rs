@@ -327,9 +327,11 @@ impl Plan {
     }
 
     /// Guest time limit: scheduler attach (lavd takes ~30 s under TCG) plus
-    /// twice each cell's nominal length and some per-cell slack.
+    /// twice each cell's nominal length and some per-cell slack. The
+    /// longest noise (guest.sh) runs warm + duration + 5 s: 2 s past the
+    /// workload, 3 s more for an agent's warmup.
     pub fn guest_timeout_s(&self) -> u32 {
-        let cell = self.warm_s + self.duration_s + 1;
+        let cell = self.warm_s + self.duration_s + 5;
         240 + self.cells_per_boot() * (2 * cell + 10)
     }
 

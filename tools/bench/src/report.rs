@@ -828,6 +828,7 @@ fn header(r: &Results) -> String {
     );
     md += &cells_line(r);
     md += &retried_line(r);
+    md += &noise_margin_line(r);
     md + "\n"
 }
 
@@ -867,6 +868,48 @@ fn retried_line(r: &Results) -> String {
         );
     }
     md + "\n"
+}
+
+/// "- Noise margin: ...": how long each noisy cell's noise outlasted its
+/// workload's measurement (the guest's noise_margin_cs: planned end of the
+/// noise less the workload's end). A cell whose noise ended first measured
+/// partly on a quiet machine; they are named. Empty for runs without it.
+fn noise_margin_line(r: &Results) -> String {
+    let mut least: Option<f64> = None;
+    let mut short = Vec::new();
+    for c in &r.cells {
+        let Some(m) = c
+            .meta
+            .get("noise_margin_cs")
+            .and_then(|v| v.parse::<f64>().ok())
+        else {
+            continue;
+        };
+        least = Some(least.map_or(m, |l: f64| l.min(m)));
+        if m < 0.0 {
+            short.push(format!(
+                "{}/{}/{}/r{} ({:.1} s)",
+                c.sched.name(),
+                c.scenario.name(),
+                c.workload.name(),
+                c.repeat,
+                m / 100.0
+            ));
+        }
+    }
+    match least {
+        None => String::new(),
+        Some(_) if !short.is_empty() => format!(
+            "- Noise ended before the measurement in {} cell(s), which measured partly \
+             on a quiet machine: {}\n",
+            short.len(),
+            short.join(", ")
+        ),
+        Some(l) => format!(
+            "- Noise outlasted every measurement (least margin {:.1} s)\n",
+            l / 100.0
+        ),
+    }
 }
 
 /// The "Cells: N of M ok" line, then the missing or failed cells grouped
@@ -1568,6 +1611,44 @@ mod tests {
         let r = Results::build(&p, raw, String::new());
         assert_eq!(p.smp, 2);
         assert!(header(&r).starts_with("- VMs: 8 vCPUs"), "{}", header(&r));
+    }
+
+    #[test]
+    fn a_noise_that_ends_before_the_measurement_is_named() {
+        let p = smoke_plan();
+        // Every cpu4x cell gets margin `rest`, express's agent r1 `first`.
+        let with_margins = |first: &str, rest: &str| {
+            let raw = raw_cells(&p, None)
+                .into_iter()
+                .map(|mut c| {
+                    let h = |k: &str| c.header.get(k).cloned().unwrap_or_default();
+                    if c.kind == Kind::Cell && h("scenario") == "cpu4x" {
+                        let one = h("sched") == "express"
+                            && h("workload") == "agent"
+                            && h("repeat") == "1";
+                        let m = if one { first } else { rest };
+                        c.meta.insert("noise_margin_cs".into(), m.into());
+                    }
+                    c
+                })
+                .collect();
+            markdown(&Results::build(&p, raw, String::new()), &[])
+        };
+        let md = with_margins("40", "250");
+        assert!(
+            md.contains("- Noise outlasted every measurement (least margin 0.4 s)"),
+            "{md}"
+        );
+        let md = with_margins("-150", "300");
+        assert!(
+            md.contains(
+                "- Noise ended before the measurement in 1 cell(s), which measured partly on a quiet machine: express/cpu4x/agent/r1 (-1.5 s)"
+            ),
+            "{md}"
+        );
+        // Older logs have no margin: no line.
+        let md = markdown(&Results::build(&p, raw_cells(&p, None), String::new()), &[]);
+        assert!(!md.contains("- Noise "), "{md}");
     }
 
     #[test]
