@@ -870,7 +870,7 @@ fn retried_line(r: &Results) -> String {
     md + "\n"
 }
 
-/// "- Noise margin: ...": how long each noisy cell's noise outlasted its
+/// The header's noise line: how long each noisy cell's noise outlasted its
 /// workload's measurement (the guest's noise_margin_cs: planned end of the
 /// noise less the workload's end). A cell whose noise ended first measured
 /// partly on a quiet machine; they are named. Empty for runs without it.
