@@ -153,6 +153,17 @@ snap_delta() {
     echo $(($(snap_sum "$_to" "$@") - $(snap_sum "$_from" "$@")))
 }
 
+# hold_summary FROM TO CLASS: one line of CLASS's holds between two
+# snapshots: taken back, each reason a hold was refused or cut short, the
+# time held and where its wakeups landed (tests 46 and 56 print it).
+hold_summary() {
+    _d() { snap_delta "$1" "$2" "classes.$3.$4"; }
+    printf 'holds %s (taken back %s; refused %s for quota, %s irregular; ' \
+        "$(_d "$@" holds)" "$(_d "$@" hold_back)" "$(_d "$@" hold_no_quota)" "$(_d "$@" hold_irregular)"
+    printf '%s taken by others, %s back before the window), held %s us; wakeups: prev %s, preempt %s\n' \
+        "$(_d "$@" hold_taken)" "$(_d "$@" hold_early)" "$(_d "$@" held_us)" "$(_d "$@" prev)" "$(_d "$@" preempt)"
+}
+
 # start_scx LOG [ARGS...]: start scx_express in the background with its
 # output in LOG, set $SCX_PID, and wait (up to 60 s) until it is attached.
 # Fails the scenario at once if it exits first, showing its log.

@@ -44,20 +44,17 @@ holds=$(delta classes.agent.holds)
 back=$(delta classes.agent.hold_back)
 held=$(delta classes.agent.held_us)
 prev=$(delta classes.agent.prev)
-pre=$(delta classes.agent.preempt)
-refused="$(delta classes.agent.hold_no_quota) for quota, $(delta classes.agent.hold_irregular) irregular"
-refused="$refused; $(delta classes.agent.hold_taken) taken by others, $(delta classes.agent.hold_early) back before the window"
-echo "holds $holds (taken back $back; refused $refused), held $held us in $t cs; wakeups: prev $prev, preempt $pre"
+irregular=$(delta classes.agent.hold_irregular)
+echo "$(hold_summary /tmp/s0 /tmp/s1 agent) in $t cs"
 [ "$holds" -ge 100 ] || fail "only $holds holds under load"
 [ $((back * 2)) -ge "$holds" ] || fail "only $back of $holds holds were taken back in time"
 [ "$prev" -ge 100 ] || fail "only $prev wakeups found their previous CPU free under load"
-echo "ok: held CPUs are taken back ($back of $holds): $prev wakeups on the previous CPU, $pre preempt"
+echo "ok: held CPUs are taken back ($back of $holds): $prev wakeups on the previous CPU"
 
 # The tool server alternates its 2 ms reply delay with a wait of a few
 # hundred us for the next request: too irregular to predict its return, so
 # it earns no hold (hold.bpf.c), and every hold is the loop's, at most one
 # per step.
-irregular=$(delta classes.agent.hold_irregular)
 steps=$(line_value /tmp/agent.out steps 1) || fail "the agent printed no step count"
 echo "steps $steps, holds $holds, refused as irregular $irregular"
 [ "$irregular" -ge 100 ] || fail "only $irregular of the tool server's sleeps were refused a hold as irregular"

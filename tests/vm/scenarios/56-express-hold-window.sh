@@ -38,10 +38,7 @@ holds=$(delta classes.agent.holds)
 back=$(delta classes.agent.hold_back)
 held=$(delta classes.agent.held_us)
 prev=$(delta classes.agent.prev)
-pre=$(delta classes.agent.preempt)
-refused="$(delta classes.agent.hold_no_quota) for quota, $(delta classes.agent.hold_irregular) irregular"
-refused="$refused; $(delta classes.agent.hold_taken) taken by others, $(delta classes.agent.hold_early) back before the window"
-echo "holds $holds (taken back $back; refused $refused), held $held us; wakeups: prev $prev, preempt $pre"
+hold_summary /tmp/s0 /tmp/s1 agent
 [ "$holds" -ge 100 ] || fail "only $holds holds for a 2 ms sleeper under load"
 [ $((back * 2)) -ge "$holds" ] || fail "only $back of $holds holds were taken back while held"
 # Its CPU was idle at most returns: the window's preemption cleared it.
