@@ -33,6 +33,9 @@ done
 : "${BENCH_REPEAT_FROM:=1}" "${BENCH_REPEAT_TO:=1}" "${BENCH_DURATION:=5}"
 : "${BENCH_WARM:=1}" "${BENCH_HELPERS:=$VMTEST_SMP}" "${BENCH_STREAMS:=10}"
 : "${BENCH_CYC_INTERVAL_US:=1000}" "${BENCH_ATTACH_TIMEOUT:=180}"
+# How long each noise outlasts its measurement: main.rs NOISE_TAIL_S and
+# GO_WARMUP_S say why.
+: "${BENCH_NOISE_TAIL:?}" "${BENCH_GO_WARMUP:?}"
 # Another config for the express boot (`runner.sh --append
 # bench.express_config=/opt/w/x.toml`, a file in the bundle's workloads).
 : "${BENCH_EXPRESS_CONFIG:=/etc/bench/express.toml}"
@@ -399,14 +402,9 @@ for r in $(seq "$BENCH_REPEAT_FROM" "$BENCH_REPEAT_TO"); do
             mkdir -p "$d"
             t0=$(uptime_cs)
             k0=$(sched_ticks)
-            # The noise outlasts the measurement by about 2 s: a workload
-            # starts up to a second late under noise (cyclictest's last
-            # cell ended 0.04 s before a noise of WARM + D + 1 s did).
-            secs=$((BENCH_WARM + D + 2))
+            secs=$((BENCH_WARM + D + BENCH_NOISE_TAIL))
             setup_workload "$w" "$d"
-            # The agents' warmup steps run after the go: under noise 200
-            # socket steps take up to 1-2 s, 20 exec steps about as long.
-            case $w in agent | agent-exec | scale) secs=$((secs + 3)) ;; esac
+            case $w in agent | agent-exec | scale) secs=$((secs + BENCH_GO_WARMUP)) ;; esac
             margin=''
             if [ "$c" != baseline ]; then
                 n0=$(uptime_cs)

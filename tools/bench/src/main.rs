@@ -212,6 +212,16 @@ pub struct BenchArgs {
 }
 
 /// Everything a run does, saved as plan.json beside the results.
+/// Seconds each noise runs past its workload's nominal end: a workload
+/// starts up to a second late under noise (cyclictest's last cell once
+/// ended 0.04 s before a noise of warm + duration + 1 s did). guest.sh
+/// reads it as BENCH_NOISE_TAIL.
+pub const NOISE_TAIL_S: u32 = 2;
+/// Seconds more noise for the workloads that warm up after their go file
+/// (agent, agent-exec, scale): under noise 200 socket steps take up to
+/// 1-2 s, 20 exec steps about as long. guest.sh: BENCH_GO_WARMUP.
+pub const GO_WARMUP_S: u32 = 3;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
     pub preset: Preset,
@@ -327,11 +337,10 @@ impl Plan {
     }
 
     /// Guest time limit: scheduler attach (lavd takes ~30 s under TCG) plus
-    /// twice each cell's nominal length and some per-cell slack. The
-    /// longest noise (guest.sh) runs warm + duration + 5 s: 2 s past the
-    /// workload, 3 s more for an agent's warmup.
+    /// twice each cell's nominal length (its longest noise) and some
+    /// per-cell slack.
     pub fn guest_timeout_s(&self) -> u32 {
-        let cell = self.warm_s + self.duration_s + 5;
+        let cell = self.warm_s + self.duration_s + NOISE_TAIL_S + GO_WARMUP_S;
         240 + self.cells_per_boot() * (2 * cell + 10)
     }
 

@@ -112,6 +112,8 @@ impl Context {
             ("BENCH_REPEAT_TO".into(), p.repeats.to_string()),
             ("BENCH_DURATION".into(), p.duration_s.to_string()),
             ("BENCH_WARM".into(), p.warm_s.to_string()),
+            ("BENCH_NOISE_TAIL".into(), super::NOISE_TAIL_S.to_string()),
+            ("BENCH_GO_WARMUP".into(), super::GO_WARMUP_S.to_string()),
             ("BENCH_HELPERS".into(), p.helpers.to_string()),
             ("BENCH_STREAMS".into(), p.streams.to_string()),
             (
