@@ -436,7 +436,8 @@ json_num() { grep -o "\"$2\":[0-9.]*" "$1" | head -n 1 | cut -d: -f2; }
 # line_value FILE KEY TIMEOUT_S: wait (up to TIMEOUT_S) for a whole
 # "KEY=<number>" line in FILE (ids, or a decimal such as 12.5; a line still
 # being written does not count) and print the number; status 1 if none came.
-_line_num() { sed -n "s/^$2=\([0-9][0-9.]*\)\$/\1/p" "$1" | head -n 1; }
+# The file may not exist yet: its writer starts in the background.
+_line_num() { sed -n "s/^$2=\([0-9][0-9.]*\)\$/\1/p" "$1" 2>/dev/null | head -n 1; }
 _has_line_num() { [ -n "$(_line_num "$1" "$2")" ]; }
 line_value() {
     wait_until "$3" _has_line_num "$1" "$2" || return 1
