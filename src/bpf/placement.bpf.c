@@ -156,14 +156,63 @@ static bool good_idle(struct task_struct *p, const struct cpumask *idle, s32 cpu
 	return true;
 }
 
-/* A busy CPU running a normal task (quiet, for a quiet pick): preemptible. */
+/*
+ * A CPU an express task was dispatched to is *claimed* until that task runs
+ * there (express_lane_running()). Until then the CPU still shows what the
+ * task is about to replace (a normal task, or nothing: a claimed idle CPU
+ * is no longer idle), and a second express wakeup that picked it for step 4
+ * would be queued ahead of the first (SCX_ENQ_HEAD) and preempt it: the
+ * first would wait a whole run of the second, up to express.slice_us. With
+ * four launchers and two agents at 8 vCPUs under cpu4x (before claims),
+ * about 30 express runs per 5 s cell were cut short and 40-50 dispatches
+ * waited over 1 ms (docs/benchmarks.md, "Express wakeups claim their CPU").
+ * A claim is stale after CLAIM_NS, the most a dispatch takes to run under
+ * TCG but for a handful (natively microseconds): its task ran elsewhere or
+ * left.
+ */
+#define CLAIM_NS NSEC_PER_MSEC
+
+static bool cpu_claimed(const struct cpu_ctx *cc, u64 now)
+{
+	u64 at = cc->express_claim_ns;
+
+	return at && time_before(now, at + CLAIM_NS);
+}
+
+/* Claim @cpu for an express dispatch: false if another wakeup has it. */
+static bool cpu_claim(s32 cpu, u64 now)
+{
+	struct cpu_ctx *cc = cpu_ctx_of(cpu);
+	u64 at;
+
+	if (!cc)
+		return false;
+	at = cc->express_claim_ns;
+	if (at && time_before(now, at + CLAIM_NS))
+		return false;
+	/* Two wakeups on two CPUs may pick this one at once: one wins. */
+	return __sync_val_compare_and_swap(&cc->express_claim_ns, at, now) == at;
+}
+
+/*
+ * A busy CPU running a normal task (quiet, for a quiet pick), not claimed
+ * by another express wakeup: preemptible.
+ */
 static bool preemptible(struct task_struct *p, const struct cpumask *idle, s32 cpu,
 			const struct pick *pk)
 {
 	struct cpu_ctx *cc = cpu_ctx_of(cpu);
 
-	return cc && !cc->curr_express && bpf_cpumask_test_cpu(cpu, p->cpus_ptr) &&
-	       !bpf_cpumask_test_cpu(cpu, idle) && !(pk->quiet && cpu_irq_hot(cpu, pk->now));
+	return cc && !cc->curr_express && !cpu_claimed(cc, pk->now) &&
+	       bpf_cpumask_test_cpu(cpu, p->cpus_ptr) && !bpf_cpumask_test_cpu(cpu, idle) &&
+	       !(pk->quiet && cpu_irq_hot(cpu, pk->now));
+}
+
+/* Step 4's pick: @cpu is preemptible and this wakeup claims it. */
+static bool take_preempt(struct task_struct *p, const struct cpumask *idle, s32 cpu,
+			 const struct pick *pk)
+{
+	return preemptible(p, idle, cpu, pk) && cpu_claim(cpu, pk->now);
 }
 
 /* Step 1: the previous CPU if it is idle and good, claimed. */
@@ -202,23 +251,23 @@ static s32 scan_preempt(struct task_struct *p, const struct cpumask *idle, const
 	u32 nr = scx_bpf_nr_cpu_ids(), llc = cpu_llc_of(pk->prev_cpu);
 	s32 cpu, other = -1, this_cpu = bpf_get_smp_processor_id();
 
-	if ((pk->wake_flags & SCX_WAKE_SYNC) && preemptible(p, idle, this_cpu, pk)) {
+	if ((pk->wake_flags & SCX_WAKE_SYNC) && take_preempt(p, idle, this_cpu, pk)) {
 		lane_stat_inc(pk->class, LANE_PREEMPT_WAKER);
 		return this_cpu;
 	}
-	if (preemptible(p, idle, pk->prev_cpu, pk))
+	if (take_preempt(p, idle, pk->prev_cpu, pk))
 		return pk->prev_cpu;
 	bpf_for(cpu, 0, nr) {
 		if (cpu >= MAX_CPUS)
 			break;
 		if (!preemptible(p, idle, cpu, pk))
 			continue;
-		if (cpu_llc_of(cpu) == llc)
+		if (cpu_llc_of(cpu) == llc && cpu_claim(cpu, pk->now))
 			return cpu;
 		if (other < 0)
 			other = cpu;
 	}
-	return other;
+	return other >= 0 && cpu_claim(other, pk->now) ? other : -1;
 }
 
 /*
@@ -434,6 +483,13 @@ __hidden s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wa
 			lane_stat_inc(class, LANE_NOT_QUIET);
 	}
 	scx_bpf_put_idle_cpumask(idle);
+	/* An idle pick is exclusive (its idle bit): mark it claimed too. */
+	if (cpu >= 0 && pk.where != LANE_PREEMPT) {
+		struct cpu_ctx *cc = cpu_ctx_of(cpu);
+
+		if (cc)
+			cc->express_claim_ns = now;
+	}
 
 	if (cpu < 0) {
 		/* ops.enqueue() must not take it back into the lane. */
@@ -469,7 +525,7 @@ __hidden bool express_lane_enqueue(struct task_struct *p, u64 enq_flags)
 	 */
 	cpu = scx_bpf_task_cpu(p);
 	cc = cpu_ctx_of(cpu);
-	if (!cc || cc->curr_express) {
+	if (!cc || cc->curr_express || !cpu_claim(cpu, bpf_ktime_get_ns())) {
 		lane_stat_inc(class, LANE_FALLBACK);
 		return false;
 	}
@@ -523,8 +579,11 @@ __hidden void express_lane_running(struct task_ctx *tctx, struct cpu_ctx *cc)
 
 	if (cc) {
 		cc->curr_express = express;
-		if (express)
+		if (express) {
 			cc->express_runs++;
+			/* curr_express guards the CPU from here on. */
+			cc->express_claim_ns = 0;
+		}
 	}
 	if (tctx && tctx->wake_ns)
 		note_wakeup_latency(tctx, bpf_ktime_get_ns());
