@@ -161,6 +161,8 @@ stat_table! {
         "Class over its max_share: express tasks sent to the fair path";
     fallback: Counter Events Source::Lane(lane_stat_idx_LANE_FALLBACK), "express_fallback",
         "Express tasks with no suitable CPU: fair path";
+    behind: Counter Events Source::Lane(lane_stat_idx_LANE_BEHIND), "express_behind",
+        "Express wakeups with every CPU busy with express work: queued behind it";
     wait_us: Counter Us Source::Lane(lane_stat_idx_LANE_WAIT_NS), "express_wait_us",
         "Total time express dispatches waited to run (us)";
     waits_over_1ms: Counter Events Source::Lane(lane_stat_idx_LANE_WAIT_OVER_1MS),

@@ -93,6 +93,7 @@ enum lane_stat_idx {
 	LANE_HOLD_SPARE,     /* holds not started: another CPU it may use was idle */
 	LANE_HOLD_TAKEN,     /* holds ended by another task before their task's return */
 	LANE_HOLD_EARLY,     /* of holds, the task came back before the window opened */
+	LANE_BEHIND,	     /* every CPU busy with express work: queued behind it */
 	NR_LANE_STATS,
 };
 

@@ -16,12 +16,16 @@
  *      synchronous wakeup, else the previous CPU, then the same LLC), never
  *      another express task;
  *   5. with no quiet CPU free, steps 1-4 again, IRQ heat and idle depth
- *      notwithstanding (unless express_quiet_only).
+ *      notwithstanding (unless express_quiet_only);
+ *   6. with every CPU busy with express work, queue behind it on the CPU
+ *      with the shortest local queue (unless express_quiet_only).
+ * An express dispatch claims its CPU until its task runs there: step 4
+ * passes over a claimed CPU.
  * Steps 0-3 pass over a CPU held for another express task (hold.bpf.c);
  * step 5 may take it, as it takes a hot one.
  * The task is dispatched directly to that CPU's local queue: express
- * wakeups never wait for the userspace round trip. With nowhere to go it
- * takes the fair path.
+ * wakeups never wait for the userspace round trip. With nowhere to go
+ * (express_quiet_only) it takes the fair path.
  *
  * With the shield, tasks that submit block I/O are also kept off the
  * shielded CPUs an express task is using (io_task(), below): the IRQs of
@@ -163,9 +167,9 @@ static bool good_idle(struct task_struct *p, const struct cpumask *idle, s32 cpu
  * is no longer idle), and a second express wakeup that picked it for step 4
  * would be queued ahead of the first (SCX_ENQ_HEAD) and preempt it: the
  * first would wait a whole run of the second, up to express.slice_us. With
- * four launchers and two agents at 8 vCPUs under cpu4x (before claims),
- * about 30 express runs per 5 s cell were cut short and 40-50 dispatches
- * waited over 1 ms (docs/benchmarks.md, "Express wakeups claim their CPU").
+ * four launchers and two agents on 8 vCPUs under cpu4x, tens of express
+ * runs per 5 s were cut short that way (docs/benchmarks.md, "Express
+ * wakeups claim their CPU").
  * A claim is stale after CLAIM_NS, the most a dispatch takes to run under
  * TCG but for a handful (natively microseconds): its task ran elsewhere or
  * left.
@@ -443,6 +447,38 @@ static s32 pick_cpu(struct task_struct *p, const struct cpumask *idle, struct pi
 	return -1;
 }
 
+/*
+ * Step 6: no CPU is idle or preemptible: every one @p may use runs or was
+ * claimed by express work. The CPU with the shortest local queue (the
+ * previous CPU if its queue is empty), where @p runs after that work,
+ * within a slice or two, and before any fair-path task. The fair path
+ * would make it wait behind the hogs there: at 2 vCPUs with a launcher,
+ * two agents and their tool servers under cpu4x, the agents' wakeups that
+ * fell back waited 8-64 ms. Tokens and class caps bound how many get here.
+ */
+static s32 pick_behind(struct task_struct *p, s32 prev_cpu)
+{
+	u32 nr = scx_bpf_nr_cpu_ids();
+	s32 cpu, best = -1;
+	u64 best_nr = ~0ULL, q;
+
+	if (bpf_cpumask_test_cpu(prev_cpu, p->cpus_ptr) &&
+	    !scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL_ON | prev_cpu))
+		return prev_cpu;
+	bpf_for(cpu, 0, nr) {
+		if (cpu >= MAX_CPUS)
+			break;
+		if (!bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
+			continue;
+		q = scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL_ON | cpu);
+		if (q < best_nr) {
+			best = cpu;
+			best_nr = q;
+		}
+	}
+	return best;
+}
+
 /* Dispatch @p to @cpu's local queue now, for @class. */
 static void dispatch_express(struct task_struct *p, struct task_ctx *tctx, u32 class, u64 dsq,
 			     u64 enq_flags)
@@ -491,6 +527,12 @@ __hidden s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wa
 			cc->express_claim_ns = now;
 	}
 
+	if (cpu < 0 && !express_quiet_only && (cpu = pick_behind(p, prev_cpu)) >= 0) {
+		/* No kick: the express work there yields at its slice's end. */
+		dispatch_express(p, tctx, class, SCX_DSQ_LOCAL, 0);
+		lane_stat_inc(class, LANE_BEHIND);
+		return cpu;
+	}
 	if (cpu < 0) {
 		/* ops.enqueue() must not take it back into the lane. */
 		tctx->select_fair = 1;
@@ -531,6 +573,9 @@ __hidden bool express_lane_enqueue(struct task_struct *p, u64 enq_flags)
 	}
 	if (wakeup && express_preempt)
 		flags |= SCX_ENQ_PREEMPT;
+	/* A slice ran out and express work waits here (step 6): after it. */
+	if (!wakeup && scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL_ON | cpu))
+		flags = 0;
 	dispatch_express(p, tctx, class, SCX_DSQ_LOCAL, enq_flags | flags);
 	lane_stat_inc(class, wakeup ? LANE_PREEMPT : LANE_REQUEUE);
 	return true;
