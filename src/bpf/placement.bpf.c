@@ -165,8 +165,8 @@ static bool good_idle(struct task_struct *p, const struct cpumask *idle, s32 cpu
  * there (express_lane_running()). Until then the CPU still shows what the
  * task is about to replace (a normal task, or nothing: a claimed idle CPU
  * is no longer idle), and a second express wakeup that picked it for step 4
- * would be queued ahead of the first (SCX_ENQ_HEAD) and preempt it: the
- * first would wait a whole run of the second, up to express.slice_us. With
+ * would land in the same local queue with a preemption: one of the two
+ * is cut short or waits a whole run of the other, up to express.slice_us. With
  * four launchers and two agents on 8 vCPUs under cpu4x, tens of express
  * runs per 5 s were cut short that way (docs/benchmarks.md, "Express
  * wakeups claim their CPU").
