@@ -328,8 +328,10 @@ __hidden void hold_running(struct task_struct *p, bool fair, struct cpu_ctx *cc)
 		cc->hold_curr_pinned = p->nr_cpus_allowed == 1;
 		return;
 	}
-	/* Taken: another task ran in the open window (not after its end,
-	 * which the timer has yet to notice). */
+	/*
+	 * Taken: another task ran in the open window (not after its end,
+	 * which the timer has yet to notice).
+	 */
 	if (p->pid != cc->hold_pid && time_before(now, cc->hold_until_ns))
 		lane_stat_inc(cc->hold_class, LANE_HOLD_TAKEN);
 	hold_end(cc, now, p->pid == cc->hold_pid);

@@ -176,11 +176,15 @@ static bool good_idle(struct task_struct *p, const struct cpumask *idle, s32 cpu
  */
 #define CLAIM_NS NSEC_PER_MSEC
 
+/* A claim made at @at (0: none) still holds at @now. */
+static bool claim_fresh(u64 at, u64 now)
+{
+	return at && time_before(now, at + CLAIM_NS);
+}
+
 static bool cpu_claimed(const struct cpu_ctx *cc, u64 now)
 {
-	u64 at = cc->express_claim_ns;
-
-	return at && time_before(now, at + CLAIM_NS);
+	return claim_fresh(cc->express_claim_ns, now);
 }
 
 /* Claim @cpu for an express dispatch: false if another wakeup has it. */
@@ -191,8 +195,9 @@ static bool cpu_claim(s32 cpu, u64 now)
 
 	if (!cc)
 		return false;
+	/* One read: the compare-and-swap below expects this very value. */
 	at = cc->express_claim_ns;
-	if (at && time_before(now, at + CLAIM_NS))
+	if (claim_fresh(at, now))
 		return false;
 	/* Two wakeups on two CPUs may pick this one at once: one wins. */
 	return __sync_val_compare_and_swap(&cc->express_claim_ns, at, now) == at;
