@@ -211,7 +211,6 @@ pub struct BenchArgs {
     pub peers_dir: Option<PathBuf>,
 }
 
-/// Everything a run does, saved as plan.json beside the results.
 /// Seconds each noise runs past its workload's nominal end: a workload
 /// starts up to a second late under noise (cyclictest's last cell once
 /// ended 0.04 s before a noise of warm + duration + 1 s did). guest.sh
@@ -222,6 +221,7 @@ pub const NOISE_TAIL_S: u32 = 2;
 /// 1-2 s, 20 exec steps about as long. guest.sh: BENCH_GO_WARMUP.
 pub const GO_WARMUP_S: u32 = 3;
 
+/// Everything a run does, saved as plan.json beside the results.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
     pub preset: Preset,
