@@ -18,7 +18,9 @@
  *   5. with no quiet CPU free, steps 1-4 again, IRQ heat and idle depth
  *      notwithstanding (unless express_quiet_only);
  *   6. with every CPU busy with express work, queue behind it on the CPU
- *      with the shortest local queue (unless express_quiet_only).
+ *      with the shortest local queue (unless express_quiet_only); a
+ *      wakeup with no choice of CPU (pinned: express_lane_enqueue())
+ *      queues behind the express work on its own CPU.
  * An express dispatch claims its CPU until its task runs there: step 4
  * passes over a claimed CPU.
  * Steps 0-3 pass over a CPU held for another express task (hold.bpf.c);
@@ -565,16 +567,32 @@ __hidden bool express_lane_enqueue(struct task_struct *p, u64 enq_flags)
 	/*
 	 * No ops.select_cpu() on this path: a slice ran out, or a wakeup that
 	 * skipped it (a pinned or migration-disabled task). The task stays on
-	 * its CPU, ahead of fair-path work, unless another express task holds
-	 * the CPU. A wakeup also preempts the normal task running there, as
-	 * step 4 of the placement would; without that it would wait for the
-	 * end of that task's slice (up to a tick: 4 ms at HZ=250).
+	 * its CPU, ahead of fair-path work. A wakeup also preempts the normal
+	 * task running there, as step 4 of the placement would; without that
+	 * it would wait for the end of that task's slice (up to a tick: 4 ms
+	 * at HZ=250).
 	 */
 	cpu = scx_bpf_task_cpu(p);
 	cc = cpu_ctx_of(cpu);
-	if (!cc || cc->curr_express || !cpu_claim(cpu, bpf_ktime_get_ns())) {
+	if (!cc) {
 		lane_stat_inc(class, LANE_FALLBACK);
 		return false;
+	}
+	if (cc->curr_express || !cpu_claim(cpu, bpf_ktime_get_ns())) {
+		/*
+		 * Another express task runs or was dispatched here: queue
+		 * behind it, as step 6 does. The fair path would queue it
+		 * behind the hogs too: with a launcher and two agents pinned
+		 * to one CPU under cpu4x, 93% of the agents' wakeups did
+		 * (VM test 57).
+		 */
+		if (express_quiet_only) {
+			lane_stat_inc(class, LANE_FALLBACK);
+			return false;
+		}
+		dispatch_express(p, tctx, class, SCX_DSQ_LOCAL, enq_flags);
+		lane_stat_inc(class, LANE_BEHIND);
+		return true;
 	}
 	if (wakeup && express_preempt)
 		flags |= SCX_ENQ_PREEMPT;

@@ -9,7 +9,12 @@
 # - a wakeup that finds every CPU busy with express work queues behind it
 #   (`behind`) instead of falling to the fair path behind the hogs (about
 #   a fifth of the agents' wakeups fell back without step 6).
-# vmtest: smp=2 timeout=240 bins=target/release/scx_express,/usr/bin/stress-ng
+# Twice: free to use both CPUs (ops.select_cpu() places every wakeup), then
+# all pinned to CPU 1 with taskset, as a cpuset or an operator's affinity
+# does (no ops.select_cpu(): ops.enqueue() keeps each wakeup on its CPU,
+# where the other express tasks run; over half the agents' wakeups fell
+# back to the fair path before ops.enqueue() queued them behind too).
+# vmtest: smp=2 timeout=300 bins=target/release/scx_express,/usr/bin/stress-ng
 # vmtest: files=workloads/build:/opt/w
 # shellcheck source=../guest-lib.sh
 . /lib/vmtest/guest-lib.sh
@@ -17,40 +22,55 @@
 CFG=/tmp/cfg.toml
 : >"$CFG"
 start_scx /tmp/scx.log --config "$CFG"
-/opt/w/decode --duration 10 >/tmp/decode.out 2>&1 &
-dec=$!
-ags=''
-for a in 1 2; do
-    /opt/w/agent --duration 10 >"/tmp/agent-$a.out" 2>&1 &
-    ags="$ags $!"
-    mark_agent_ids "/tmp/agent-$a.out"
-done
-ltid=$(line_value /tmp/decode.out launcher_tid 20) || fail "decode printed no launcher_tid"
-wait_until 30 classified_as "$ltid" gpu || fail_logs "the launcher $ltid was not classified gpu"
-# The hogs start once every express task is classified, as in the bench.
-stress-ng --cpu $(($(nproc) * 4)) --cpu-method fft --timeout 60s >/dev/null 2>&1 &
-hogs=$!
 
-sleep 1
-stats_snapshot /tmp/s0
-sleep 5
-stats_snapshot /tmp/s1
-wait "$dec" || fail "decode exited $?"
-for p in $ags; do wait "$p" || fail "an agent exited $?"; done
+# crowd NAME [CPU]: the launcher and the two agents (pinned to CPU if
+# given) beside 4x hogs; the lane's counters over 5 s of it in
+# /tmp/NAME.0 and /tmp/NAME.1.
+crowd() {
+    pin=''
+    [ -z "${2:-}" ] || pin="taskset -c $2"
+    rm -f /tmp/decode.out /tmp/agent-1.out /tmp/agent-2.out
+    $pin /opt/w/decode --duration 10 >/tmp/decode.out 2>&1 &
+    dec=$!
+    ags=''
+    for a in 1 2; do
+        $pin /opt/w/agent --duration 10 >"/tmp/agent-$a.out" 2>&1 &
+        ags="$ags $!"
+        mark_agent_ids "/tmp/agent-$a.out"
+    done
+    ltid=$(line_value /tmp/decode.out launcher_tid 20) || fail "decode printed no launcher_tid"
+    wait_until 30 classified_as "$ltid" gpu || fail_logs "the launcher $ltid was not classified gpu"
+    # The hogs start once every express task is classified, as in the bench.
+    stress-ng --cpu $(($(nproc) * 4)) --cpu-method fft --timeout 60s >/dev/null 2>&1 &
+    hogs=$!
+    sleep 1
+    stats_snapshot "/tmp/$1.0"
+    sleep 5
+    stats_snapshot "/tmp/$1.1"
+    wait "$dec" || fail "decode exited $?"
+    for p in $ags; do wait "$p" || fail "an agent exited $?"; done
+    kill "$hogs" 2>/dev/null
+    wait "$hogs" 2>/dev/null
+}
 
-d() { snap_delta /tmp/s0 /tmp/s1 "$@"; }
-wake=$(d classes.gpu.wakeups classes.agent.wakeups)
-cut=$(d classes.gpu.cut_short classes.agent.cut_short)
-behind=$(d classes.gpu.behind classes.agent.behind)
-awake=$(d classes.agent.wakeups)
-afall=$(d classes.agent.fallback)
-echo "express wakeups $wake: cut short $cut, behind $behind; agent: $awake wakeups, $afall to the fair path"
-[ "$wake" -ge 500 ] || fail "only $wake express wakeups in 5 s"
-[ "$behind" -ge 1 ] || fail "no wakeup found every CPU busy with express work: the test's load is too light"
-[ $((cut * 50)) -le "$wake" ] || fail "$cut of $wake express runs cut short (over 2%): express wakeups preempt each other"
-[ $((afall * 20)) -le "$awake" ] || fail "$afall of $awake agent wakeups took the fair path (over 5%)"
-echo "ok: express work queued behind express work ($behind), $cut of $wake runs cut short, $afall of $awake agent wakeups to the fair path"
+# check NAME: the agents kept to the lane; with MAX_CUT, runs cut short too.
+check() {
+    wake=$(snap_delta "/tmp/$1.0" "/tmp/$1.1" classes.gpu.wakeups classes.agent.wakeups)
+    cut=$(snap_delta "/tmp/$1.0" "/tmp/$1.1" classes.gpu.cut_short classes.agent.cut_short)
+    behind=$(snap_delta "/tmp/$1.0" "/tmp/$1.1" classes.gpu.behind classes.agent.behind)
+    awake=$(snap_delta "/tmp/$1.0" "/tmp/$1.1" classes.agent.wakeups)
+    afall=$(snap_delta "/tmp/$1.0" "/tmp/$1.1" classes.agent.fallback)
+    echo "$1: express wakeups $wake: cut short $cut, behind $behind; agent: $awake wakeups, $afall to the fair path"
+    [ "$wake" -ge 500 ] || fail "$1: only $wake express wakeups in 5 s"
+    [ "$behind" -ge 1 ] || fail "$1: no wakeup found its CPUs busy with express work: the test's load is too light"
+    [ $((afall * 20)) -le "$awake" ] || fail "$1: $afall of $awake agent wakeups took the fair path (over 5%)"
+}
 
-kill "$hogs" 2>/dev/null
-wait "$hogs" 2>/dev/null
+crowd free
+check free
+[ $((cut * 50)) -le "$wake" ] || fail "free: $cut of $wake express runs cut short (over 2%): express wakeups preempt each other"
+crowd pinned 1
+check pinned
+echo "ok: express work queued behind express work, free and pinned; $cut of $wake runs cut short when pinned"
+
 stop_scx
