@@ -19,8 +19,8 @@
  *      notwithstanding (unless express_quiet_only);
  *   6. with every CPU busy with express work, queue behind it on the CPU
  *      with the shortest local queue (unless express_quiet_only); a
- *      wakeup with no choice of CPU (pinned: express_lane_enqueue())
- *      queues behind the express work on its own CPU.
+ *      task pinned to one CPU (express_lane_enqueue()) queues behind the
+ *      express work on it.
  * An express dispatch claims its CPU until its task runs there: step 4
  * passes over a claimed CPU.
  * Steps 0-3 pass over a CPU held for another express task (hold.bpf.c);
@@ -580,13 +580,18 @@ __hidden bool express_lane_enqueue(struct task_struct *p, u64 enq_flags)
 	}
 	if (cc->curr_express || !cpu_claim(cpu, bpf_ktime_get_ns())) {
 		/*
-		 * Another express task runs or was dispatched here: queue
-		 * behind it, as step 6 does. The fair path would queue it
-		 * behind the hogs too: with a launcher and two agents pinned
-		 * to one CPU under cpu4x, 93% of the agents' wakeups did
-		 * (VM test 57).
+		 * Another express task runs or was dispatched here. A task
+		 * pinned to this CPU queues behind it, as step 6 does: the
+		 * fair path would queue it behind the hogs too (with a
+		 * launcher and two agents pinned to one CPU under cpu4x, 93%
+		 * of the agents' wakeups did; VM test 57). Any other task
+		 * (a slice's end on a CPU just claimed) takes the fair path,
+		 * where any CPU may take it; a local queue would tie it to
+		 * this one. Queueing those behind too measured the same,
+		 * within run-to-run spread (docs/benchmarks.md, "Pinned
+		 * express tasks queue behind too").
 		 */
-		if (express_quiet_only) {
+		if (express_quiet_only || p->nr_cpus_allowed > 1) {
 			lane_stat_inc(class, LANE_FALLBACK);
 			return false;
 		}
