@@ -51,7 +51,10 @@ kept=$(($(snap_sum /tmp/s1 io_kept_off) - $(snap_sum /tmp/s0 io_kept_off)))
 runs1=$(($(snap_sum /tmp/s1 cpus.1.express_runs) - $(snap_sum /tmp/s0 cpus.1.express_runs)))
 runs=$((runs1 + $(snap_sum /tmp/s1 cpus.0.express_runs) - $(snap_sum /tmp/s0 cpus.0.express_runs)))
 log "launcher on CPU 1: completions on CPU 0: $1, CPU 1: $2; io_kept_off +$kept; express runs on CPU 1: $runs1 of $runs"
-[ "$runs" -gt 0 ] && [ $((runs1 * 4)) -ge $((runs * 3)) ] ||
+# At least two thirds: 74-88% in five runs on the 2-core development
+# machine, the lowest under a clean-clone CI's load (3/4, the bound
+# before, failed there once).
+[ "$runs" -gt 0 ] && [ $((runs1 * 3)) -ge $((runs * 2)) ] ||
     fail_logs "the launcher's express runs should stay on the shielded CPU 1 ($runs1 of $runs)"
 [ $(($1 + $2)) -gt 100 ] || fail_logs "fio completed too little I/O to tell ($1 + $2)"
 [ $(($2 * 10)) -lt $(($1 + $2)) ] ||
