@@ -1,7 +1,7 @@
 #!/bin/sh
 # The hold is a window at the expected return (hold.bpf.c): a task of the
 # agent class that sleeps a steady 2 ms (cyclictest's timer loop, marked)
-# beside hogs on every CPU gets its CPU held for its returns, and most of
+# beside hogs on every CPU gets its CPU held for its returns, and many of
 # them find it idle (the hog running there was preempted when the window
 # opened: SCX_OPS_ENQ_LAST, main.bpf.c), while the held time per hold is
 # well under the sleep (hogs used the CPU until the window opened). With
@@ -41,8 +41,11 @@ prev=$(delta classes.agent.prev)
 hold_summary /tmp/s0 /tmp/s1 agent
 [ "$holds" -ge 100 ] || fail "only $holds holds for a 2 ms sleeper under load"
 [ $((back * 2)) -ge "$holds" ] || fail "only $back of $holds holds were taken back while held"
-# Its CPU was idle at most returns: the window's preemption cleared it.
-[ $((prev * 2)) -ge "$holds" ] || fail "only $prev wakeups found the previous CPU free ($holds holds)"
+# Its CPU was idle at many returns: the window's preemption cleared it.
+# Half to three quarters of them with the preemption, a late window under
+# a loaded host costing some; under one in a hundred without it (a build
+# that never kicks: the hogs keep the CPU). A quarter tells them apart.
+[ $((prev * 4)) -ge "$holds" ] || fail "only $prev wakeups found the previous CPU free ($holds holds)"
 echo "ok: $back of $holds holds taken back, $prev wakeups on the previous CPU"
 # Under three quarters of the sleep per hold: the window (its opening
 # margin, twice the sleeps' spread, which TCG widens, and the lateness of
