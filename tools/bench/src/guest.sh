@@ -54,6 +54,17 @@ nice_ncpu=$((n / 4))
 nice_cpus=0-$((nice_ncpu - 1))
 
 # --- Scheduler ------------------------------------------------------------
+# Another scx_express build for the express boot (`runner.sh --append
+# bench.express_bin=/opt/w/NAME`, a binary in the bundle's workloads): two
+# builds A/B'd from one bundle, their boots interleaved on one host, where
+# two bundles would run minutes or machines apart. It replaces the
+# bundle's binary, so the CLI calls below (mark, ps, stats) use it too.
+if [ "$S" = express ] && [ -n "${BENCH_EXPRESS_BIN:-}" ]; then
+    [ -x "$BENCH_EXPRESS_BIN" ] ||
+        fail "bench.express_bin=$BENCH_EXPRESS_BIN: not an executable in the guest (put it in workloads/build/ before bundling: it lands in /opt/w/)"
+    cp "$BENCH_EXPRESS_BIN" "$(command -v scx_express)" ||
+        fail "bench.express_bin: could not install $BENCH_EXPRESS_BIN"
+fi
 spid=
 case $S in
 eevdf | eevdf-nice | eevdf-fifo) ;;
