@@ -328,8 +328,9 @@ ps_all_gpu() {
 # start_scale DIR: the scale workload: one decode launcher per two vCPUs (one
 # per "GPU", at least one) and two agent loops at once, each treated as its
 # own workload is (wrap; under express the launchers classified by the CUDA
-# uprobes alone, checked 0.5 s into the measurement as in a decode cell, the
-# agents marked). launcher-I.out, agent-J.out, *.tid.
+# uprobes alone, the syncs they make while waiting for the go file, checked
+# 0.5 s into the measurement as in a decode cell; the agents marked).
+# launcher-I.out, agent-J.out, *.tid.
 start_scale() {
     nl=$((n / 2))
     [ "$nl" -ge 1 ] || nl=1
