@@ -22,7 +22,9 @@ while [ $# -gt 0 ]; do
     shift
 done
 
-say() { printf '\n==> %s\n' "$*"; }
+# Each step says when it starts (seconds since this script did): CI allows
+# 40 minutes on 2 cores, and the steps' shares say where to look.
+say() { printf '\n==> %s [%d s]\n' "$*" "$SECONDS"; }
 
 # --- prerequisites -----------------------------------------------------------
 PKGS=(clang-19 llvm-19 libelf-dev zlib1g-dev pkg-config libseccomp-dev
