@@ -150,9 +150,11 @@ static inline double parse_double(const char *opt, const char *s)
  * --go-file PATH: wait (up to 60 s) until PATH exists, so that the caller
  * can classify the threads just printed before the measurement starts (a
  * `scx_express mark` takes most of a second under an emulator, and the
- * bench starts several workloads at once). NULL: no wait.
+ * bench starts several workloads at once). NULL: no wait. @each, if set,
+ * runs before every 5 ms poll (decode.c keeps its launcher syncing).
  */
-static inline void wait_for_file(const char *path, const char *who)
+static inline void wait_for_file_doing(const char *path, const char *who,
+				       void (*each)(void))
 {
 	uint64_t deadline = now_ns() + 60ULL * 1000000000ULL;
 
@@ -163,8 +165,15 @@ static inline void wait_for_file(const char *path, const char *who)
 			fprintf(stderr, "%s: no %s after 60 s\n", who, path);
 			exit(1);
 		}
+		if (each)
+			each();
 		sleep_ns(5 * 1000000ULL);
 	}
+}
+
+static inline void wait_for_file(const char *path, const char *who)
+{
+	wait_for_file_doing(path, who, NULL);
 }
 
 /*

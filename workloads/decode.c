@@ -410,26 +410,14 @@ static void report(const struct samples *lat, double secs, pid_t tid,
  * landed in the measured seconds cost the launchers 11-18% of their tok/s
  * (docs/benchmarks.md, "Launch windows in the scale cell"). So it syncs
  * from the start, as the decode cell's launcher does: one sync every 100
- * ms (idle_demote_ms is 2 s) while it polls for the go file every 5 ms.
+ * ms (idle_demote_ms is 2 s), every 20th of the wait's 5 ms polls.
  */
-static void wait_go_synced(void)
+static void sync_now_and_then(void)
 {
-	uint64_t start = now_ns(), next_sync = start;
+	static unsigned int polls;
 
-	setup_cuda();
-	while (access(opt.go_file, F_OK)) {
-		uint64_t now = now_ns();
-
-		if (now - start > 60ULL * 1000000000ULL) {
-			fprintf(stderr, "decode: no %s after 60 s\n", opt.go_file);
-			exit(1);
-		}
-		if (now >= next_sync) {
-			do_sync();
-			next_sync = now + 100 * 1000000ULL;
-		}
-		sleep_ns(5 * 1000000ULL);
-	}
+	if (polls++ % 20 == 0)
+		do_sync();
 }
 
 static void *launcher_main(void *arg)
@@ -444,10 +432,8 @@ static void *launcher_main(void *arg)
 	printf("launcher_tid=%d\n", tid);
 	fflush(stdout);
 	/* Start with the bench's other workloads (the scale cell). */
-	if (opt.go_file)
-		wait_go_synced();
-	else
-		setup_cuda();
+	setup_cuda();
+	wait_for_file_doing(opt.go_file, "decode", sync_now_and_then);
 	for (unsigned long long i = 0; i < opt.warmup; i++)
 		one_token();
 
