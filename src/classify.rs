@@ -556,21 +556,28 @@ pub fn print_ps(rows: &[PsRow]) {
         "TID", "PID", "COMM", "CLASS", "SOURCE", "LAUNCHES", "SYNCS", "TOKENS_MS", "TENANT"
     );
     for r in rows {
-        println!(
-            "{:>8} {:>8} {:<16} {:<7} {:<8} {:>10} {:>10} {:>10} {:<16}",
-            r.tid,
-            r.pid,
-            r.comm,
-            r.class.as_str(),
-            r.source,
-            r.launches,
-            r.syncs,
-            r.tokens_ms
-                .map(|t| format!("{t:.1}"))
-                .unwrap_or_else(|| "-".into()),
-            r.tenant.as_deref().unwrap_or("-")
-        );
+        println!("{}", ps_line(r));
     }
+}
+
+/// One `ps` row. Every column has a word, `-` where there is no value (a
+/// thread that exited while `ps` read it has no comm): scripts split the
+/// rows on blanks, and an empty column would shift the others.
+fn ps_line(r: &PsRow) -> String {
+    format!(
+        "{:>8} {:>8} {:<16} {:<7} {:<8} {:>10} {:>10} {:>10} {:<16}",
+        r.tid,
+        r.pid,
+        if r.comm.is_empty() { "-" } else { &r.comm },
+        r.class.as_str(),
+        r.source,
+        r.launches,
+        r.syncs,
+        r.tokens_ms
+            .map(|t| format!("{t:.1}"))
+            .unwrap_or_else(|| "-".into()),
+        r.tenant.as_deref().unwrap_or("-")
+    )
 }
 
 /// Pins the class maps for `mark` and `ps`; unpins on drop.
@@ -749,5 +756,35 @@ mod tests {
         assert!(any
             .matches_in(Path::new("/proc"))
             .contains(&(me, ClassName::Agent)));
+    }
+
+    /// A thread that exited mid-`ps` (no comm, no task context) still has
+    /// a word in every column: the class stays the fourth word.
+    #[test]
+    fn ps_line_keeps_every_column() {
+        let mut r = PsRow {
+            tid: 824,
+            pid: 798,
+            comm: String::new(),
+            class: ClassName::Gpu,
+            source: "cuda",
+            launches: 0,
+            syncs: 1232,
+            tokens_ms: None,
+            tenant: None,
+        };
+        let words = |r: &PsRow| {
+            ps_line(r)
+                .split_whitespace()
+                .map(String::from)
+                .collect::<Vec<_>>()
+        };
+        let w = words(&r);
+        assert_eq!(w.len(), 9, "{w:?}");
+        assert_eq!((w[2].as_str(), w[3].as_str()), ("-", "gpu"));
+        r.comm = "launcher".into();
+        r.tokens_ms = Some(18.84);
+        assert_eq!(words(&r)[2..4], ["launcher", "gpu"]);
+        assert_eq!(words(&r)[7], "18.8");
     }
 }
