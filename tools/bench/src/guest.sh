@@ -328,9 +328,12 @@ ps_all_gpu() {
 # start_scale DIR: the scale workload: one decode launcher per two vCPUs (one
 # per "GPU", at least one) and two agent loops at once, each treated as its
 # own workload is (wrap; under express the launchers classified by the CUDA
-# uprobes alone, the syncs they make while waiting for the go file, checked
-# 0.5 s into the measurement as in a decode cell; the agents marked).
-# launcher-I.out, agent-J.out, *.tid.
+# uprobes alone, the syncs they make while waiting for the go file; the
+# agents marked). Under express, `scx_express ps` checks every class here,
+# before the noise: run during the measurement, under cpu4x at 8 vCPUs, the
+# CLI (a fair task among 32 hogs) took seconds and often listed the
+# launchers only after they had ended. launcher-I.out, agent-J.out, *.tid,
+# ps.txt.
 start_scale() {
     nl=$((n / 2))
     [ "$nl" -ge 1 ] || nl=1
@@ -355,6 +358,12 @@ start_scale() {
             line_value "$1/launcher-$_l.out" launcher_tid 10 >"$1/launcher-$_l.tid" &&
                 tids="$tids $1/launcher-$_l.tid"
         done
+        scx_express ps >"$1/ps.txt" 2>&1
+        # shellcheck disable=SC2086 # tids: file names without spaces
+        if ! ps_all_gpu "$1/ps.txt" $tids; then
+            sleep 1
+            scx_express ps >>"$1/ps.txt" 2>&1
+        fi
     fi
 }
 
@@ -363,15 +372,6 @@ go_scale() {
     # Every process waits for the go file after printing its ids: all
     # measure together, the agents marked from their first step.
     touch "$1/go"
-    if [ "$S" = express ]; then
-        sleep 0.5
-        scx_express ps >"$1/ps.txt" 2>&1
-        # shellcheck disable=SC2086 # tids: file names without spaces
-        if ! ps_all_gpu "$1/ps.txt" $tids; then
-            sleep 1
-            scx_express ps >>"$1/ps.txt" 2>&1
-        fi
-    fi
     _src=0
     for _p in $pids; do
         wait "$_p"

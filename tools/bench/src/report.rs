@@ -1190,10 +1190,11 @@ fn classification(r: &Results) -> String {
         .filter(|c| c.measured.class.as_deref() == Some("gpu"))
         .count();
     format!(
-        "Classification: `scx_express ps`, 0.5 s into each express decode, mixed and scale \
-         cell (and once more 1 s later if the launcher was not `gpu` yet), showed \
-         the launcher thread as `gpu` in {gpu} of {} cells (in a scale cell: every \
-         launcher; CUDA uprobes on the stand-in libcuda.so.1 alone). The agent loop is \
+        "Classification: `scx_express ps` (once more 1 s later if a launcher was not \
+         `gpu` yet), 0.5 s into each express decode and mixed cell and in a scale cell \
+         before its noise starts (every launcher, after the syncs it makes while it \
+         waits for the go file), showed the launcher thread as `gpu` in {gpu} of {} \
+         cells (CUDA uprobes on the stand-in libcuda.so.1 alone). The agent loop is \
          opt-in: the bench marks each loop thread and its tool-server process with \
          `scx_express mark` (`--tid`, `--pid`), the processes eevdf-nice's `nice` covers.\n\n",
         classified.len()
