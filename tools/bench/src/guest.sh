@@ -270,11 +270,7 @@ run_one() {
             # `scx_express ps` 0.5 s in, and once more 1 s later if not.
             if line_value "$2/workload.out" launcher_tid 10 >"$2/tid"; then
                 sleep 0.5
-                scx_express ps >"$2/ps.txt" 2>&1
-                if [ "$(parse_class "$2/ps.txt" "$(cat "$2/tid")")" != gpu ]; then
-                    sleep 1
-                    scx_express ps >>"$2/ps.txt" 2>&1
-                fi
+                ps_until_gpu "$2/ps.txt" "$2/tid"
             fi
             ;;
         esac
@@ -325,6 +321,15 @@ ps_all_gpu() {
     done
 }
 
+# ps_until_gpu PS_FILE TIDFILE...: `scx_express ps` into PS_FILE, and once
+# more 1 s later (appended) unless every thread was gpu the first time.
+ps_until_gpu() {
+    scx_express ps >"$1" 2>&1
+    ps_all_gpu "$@" && return 0
+    sleep 1
+    scx_express ps >>"$1" 2>&1
+}
+
 # start_scale DIR: the scale workload: one decode launcher per two vCPUs (one
 # per "GPU", at least one) and two agent loops at once, each treated as its
 # own workload is (wrap; under express the launchers classified by the CUDA
@@ -358,12 +363,8 @@ start_scale() {
             line_value "$1/launcher-$_l.out" launcher_tid 10 >"$1/launcher-$_l.tid" &&
                 tids="$tids $1/launcher-$_l.tid"
         done
-        scx_express ps >"$1/ps.txt" 2>&1
         # shellcheck disable=SC2086 # tids: file names without spaces
-        if ! ps_all_gpu "$1/ps.txt" $tids; then
-            sleep 1
-            scx_express ps >>"$1/ps.txt" 2>&1
-        fi
+        ps_until_gpu "$1/ps.txt" $tids
     fi
 }
 
