@@ -65,9 +65,30 @@ if [ "$S" = express ] && [ -n "${BENCH_EXPRESS_BIN:-}" ]; then
     cp "$BENCH_EXPRESS_BIN" "$(command -v scx_express)" ||
         fail "bench.express_bin: could not install $BENCH_EXPRESS_BIN"
 fi
+# alive PID: the process exists and is not a zombie (an exited child
+# stays one until the shell reaps it, and kill -0 still succeeds on it).
+alive() {
+    [ -r "/proc/$1/stat" ] && [ "$(cut -d')' -f2 "/proc/$1/stat" | cut -d' ' -f2)" != Z ]
+}
 spid=
 case $S in
 eevdf | eevdf-nice | eevdf-fifo) ;;
+eevdf-probes)
+    # The control that prices the CUDA uprobes alone: EEVDF schedules, and
+    # `trace --no-events` attaches exactly the probes the scheduler would
+    # (launch windows included), no tracepoints. Each hit is a trap that
+    # costs ~1 us on hardware and ~100x that of a vCPU under TCG.
+    scx_express trace --config "$BENCH_EXPRESS_CONFIG" --probe-policy scheduler \
+        --no-events >/tmp/sched.log 2>&1 &
+    tpid=$! # stopped at the wrap-up
+    probes_up() { grep -q 'Ctrl-C stops' /tmp/sched.log || ! alive "$tpid"; }
+    wait_until "$BENCH_ATTACH_TIMEOUT" probes_up || true
+    grep -q 'Ctrl-C stops' /tmp/sched.log || {
+        tail -n 30 /tmp/sched.log
+        fail "scx_express trace did not attach its probes (its log is above)"
+    }
+    log "bench: scx_express trace attached its probes (no scheduler)"
+    ;;
 express)
     scx_express --config "$BENCH_EXPRESS_CONFIG" >/tmp/sched.log 2>&1 &
     spid=$!
@@ -78,11 +99,6 @@ rustland | bpfland | lavd | cosmos)
     ;;
 *) fail "unknown scheduler '$S'" ;;
 esac
-# alive PID: the process exists and is not a zombie (an exited child
-# stays one until the shell reaps it, and kill -0 still succeeds on it).
-alive() {
-    [ -r "/proc/$1/stat" ] && [ "$(cut -d')' -f2 "/proc/$1/stat" | cut -d' ' -f2)" != Z ]
-}
 attached_or_gone() { [ "$(sched_state)" = enabled ] || ! alive "$spid"; }
 attach_cs=0
 if [ -n "$spid" ]; then
@@ -452,6 +468,13 @@ done
 
 # --- Wrap up ------------------------------------------------------------------
 [ -z "$iperf_srv" ] || kill "$iperf_srv" 2>/dev/null
+if [ -n "${tpid:-}" ]; then
+    # The control's trace prints per-thread probe hits when it stops: the
+    # proof that the probes fired.
+    kill -INT "$tpid"
+    wait "$tpid" || log "bench: scx_express trace exited rc=$? after SIGINT"
+    export_file /tmp/sched.log "trace-$S.txt"
+fi
 t_end=$(uptime_cs)
 c_end=$(sched_ticks)
 state=$(sched_state)

@@ -35,6 +35,11 @@ pub enum Sched {
     EevdfNice,
     /// EEVDF, workload under `chrt -f 10`.
     EevdfFifo,
+    /// EEVDF with scx_express's probes attached and no scheduler
+    /// (`scx_express trace --probe-policy scheduler --no-events`): a
+    /// control that prices the CUDA uprobes alone. Explicit only (not in
+    /// the full preset).
+    EevdfProbes,
     /// scx_express with `--config FILE`.
     Express,
     /// scx_rustland (crates.io), for comparison.
@@ -140,6 +145,11 @@ impl Sched {
             Sched::Cosmos => Some("scx_cosmos"),
             _ => None,
         }
+    }
+
+    /// Whether the boot runs the bundle's scx_express binary.
+    pub fn runs_express(self) -> bool {
+        matches!(self, Sched::Express | Sched::EevdfProbes)
     }
 }
 
@@ -263,7 +273,11 @@ impl Plan {
                 2,
             ),
             Preset::Full => (
-                Sched::value_variants().to_vec(),
+                Sched::value_variants()
+                    .iter()
+                    .copied()
+                    .filter(|s| *s != Sched::EevdfProbes)
+                    .collect(),
                 Scenario::value_variants().to_vec(),
                 3,
                 3,
@@ -546,8 +560,8 @@ fn from_logs(args: &BenchArgs, dir: &Path) -> Result<()> {
 /// with a warning if the checkout's own build is older than its sources;
 /// a `--scheduler` binary is named in the plan's source version.
 fn express_binary(args: &BenchArgs, repo: &Path, plan: &mut Plan) -> Result<Option<PathBuf>> {
-    // Only the express runs need the scheduler binary.
-    if !plan.schedulers.contains(&Sched::Express) {
+    // Only the express runs (and the probes' control) need the binary.
+    if !plan.schedulers.iter().any(|s| s.runs_express()) {
         return Ok(None);
     }
     let p = scheduler_path(repo, args.scheduler.as_deref())?;
@@ -678,6 +692,7 @@ mod tests {
         assert!(!p.needs_disk());
         let f = Plan::from_args(&args(Preset::Full), Path::new("c.toml"), "x".into()).unwrap();
         assert_eq!(f.schedulers.len(), 8);
+        assert!(!f.schedulers.contains(&Sched::EevdfProbes));
         assert_eq!(f.scenarios.len(), 6);
         assert_eq!(f.workloads.len(), 5);
         assert!(f.workloads.contains(&Workload::AgentExec));

@@ -49,6 +49,7 @@ fn color(s: Sched) -> RGBColor {
         Sched::Eevdf => RGBColor(30, 30, 30),
         Sched::EevdfNice => RGBColor(140, 140, 140),
         Sched::EevdfFifo => RGBColor(150, 100, 50),
+        Sched::EevdfProbes => RGBColor(90, 90, 170),
         Sched::Express => RGBColor(215, 40, 40),
         Sched::Rustland => RGBColor(40, 100, 215),
         Sched::Bpfland => RGBColor(40, 160, 70),

@@ -1212,7 +1212,9 @@ const METHOD: &str = "## Method\n\n\
     NVMe scratch disk (libaio, O_DIRECT); heavy = cpu4x + net + disk. \
     eevdf-nice runs the workload under `taskset` (first quarter of the \
     vCPUs, at least one) and `nice -n -10`; eevdf-fifo under `chrt -f 10` \
-    (cyclictest with `-p 10`). Workloads: `decode` (100 launches + 1 sync per \
+    (cyclictest with `-p 10`); eevdf-probes with scx_express's probes \
+    attached and no scheduler (`scx_express trace --probe-policy scheduler \
+    --no-events`). Workloads: `decode` (100 launches + 1 sync per \
     token against the stand-in libcuda.so.1), `agent` (2 ms tool reply, \
     then a CPU burst; local tail = reply read − server send), `agent-exec` \
     (the same loop, its tool call a fork + exec of a small program that \

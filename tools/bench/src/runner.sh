@@ -15,7 +15,7 @@ usage: $0 [--smp N] [--jobs J] [--append ARGS] OUTDIR SCHED...
   --smp N        vCPUs per VM (default: plan.json's)
   --jobs J       VMs at once (default: all; each VM keeps N host threads busy)
   --append ARGS  extra kernel command line, e.g. "bench.repeat_from=2 bench.repeat_to=3"
-  SCHED          eevdf eevdf-nice eevdf-fifo express rustland bpfland lavd cosmos
+  SCHED          eevdf eevdf-nice eevdf-fifo eevdf-probes express rustland bpfland lavd cosmos
 EOF
 }
 
