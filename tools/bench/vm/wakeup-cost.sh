@@ -2,20 +2,28 @@
 # Benchmark (prints numbers, asserts nothing): what scx_express's BPF costs
 # on a wakeup's path, and what the agent stand-in's local tail pays for
 # it, in one boot. Phases, each REPS runs of the agent (DUR s):
-#   eevdf     no sched_ext scheduler
-#   fair      scx_express attached, agent and tool server unmarked (fair path)
-#   express   both marked `agent` (the express lane)
-#   cpu4x     both marked, beside 4 stress-ng CPU hogs per vCPU
+#   eevdf        no sched_ext scheduler
+#   eevdf-scale  the same, beside one decode launcher per two vCPUs (no
+#                probes: nothing attached)
+#   fair         scx_express attached, agent and tool server unmarked
+#   express      both marked `agent` (the express lane)
+#   scale        both marked, beside the launchers (class gpu through the
+#                CUDA uprobes), as the bench's scale cell
+#   scale-fair   the same, the launchers marked `normal` (fair path; their
+#                sync probes still fire): what serving them costs the agent
+#   cpu4x        both marked, beside 4 stress-ng CPU hogs per vCPU
 # Per run: the local tail's p50/p99 (us) and the think step's CPU time
 # (burst_us: fixed work, so a rise means the vCPU ran code slower). Per
-# scx_express phase, with kernel.bpf_stats_enabled: each sched_ext
-# callback's runs on the whole machine (the hogs' too) divided by the
-# agent's steps, and its mean cost (ns; under TCG tens of times a native
-# CPU's, so compare the callbacks with each other and the phases with
-# each other).
+# scx_express phase, with kernel.bpf_stats_enabled: each BPF program's
+# runs on the whole machine (sched_ext callbacks, the IRQ and idle
+# tracepoints, the CUDA uprobes; the hogs' and launchers' too) divided by
+# the agent's steps, and its mean cost (ns; under TCG tens of times a
+# native CPU's, so compare the programs with each other and the phases
+# with each other).
 #
 #   tests/vm/run.sh tools/bench/vm/wakeup-cost.sh                    # 2 vCPUs
 #   tests/vm/run.sh tools/bench/vm/wakeup-cost.sh --smp 8 --env REPS=3
+#   ... --env SCX_CONFIG=/opt/w/FILE.toml   # a config from workloads/build
 # vmtest: smp=2 timeout=600 bins=target/release/scx_express,/usr/bin/stress-ng
 # vmtest: files=workloads/build:/opt/w
 # shellcheck source=../../../tests/vm/guest-lib.sh
@@ -45,29 +53,57 @@ agent_run() {
 # phase NAME MARK: REPS runs; with scx_express, the callbacks' cost over them.
 phase() {
     steps=0
-    [ "$1" = eevdf ] || /opt/w/bpfstat >/tmp/b0
+    case $1 in eevdf*) ;; *) /opt/w/bpfstat >/tmp/b0 ;; esac
     i=0
     while [ "$i" -lt "$REPS" ]; do
         agent_run "$1" "$2"
         i=$((i + 1))
     done
-    [ "$1" = eevdf ] && return
+    case $1 in eevdf*) return ;; esac
     /opt/w/bpfstat >/tmp/b1
-    # The sched_ext callbacks (express_*): runs per agent step, mean ns.
+    # Every program that ran: runs per agent step, mean ns.
     awk -v phase="$1" -v steps="$steps" '
         NR == FNR { c[$1] = $2; t[$1] = $3; next }
-        $1 ~ /^express_/ && $2 > c[$1] {
+        $2 > c[$1] {
             n = $2 - c[$1]
             printf "wakeup-cost: phase=%s prog=%s per_step=%.2f mean_ns=%.0f\n",
                 phase, $1, n / steps, ($3 - t[$1]) / n
         }' /tmp/b0 /tmp/b1
 }
 
+# launchers SECONDS: one decode launcher per two vCPUs (at least one), as
+# the bench's scale cell, running SECONDS (past the phases they serve).
+launchers() {
+    lpids=''
+    _i=0
+    while [ "$_i" -lt "$(((N + 1) / 2))" ]; do
+        /opt/w/decode --duration "$1" >/dev/null 2>&1 &
+        lpids="$lpids $!"
+        _i=$((_i + 1))
+    done
+    sleep 1
+}
+launchers_stop() {
+    # shellcheck disable=SC2086 # a list of pids
+    kill $lpids 2>/dev/null
+    # shellcheck disable=SC2086
+    wait $lpids 2>/dev/null
+}
+per_phase=$((REPS * (DUR + 5) + 5))
+
 phase eevdf 0
-start_scx /tmp/sched.log
+launchers "$per_phase"
+phase eevdf-scale 0
+launchers_stop
+start_scx /tmp/sched.log ${SCX_CONFIG:+--config "$SCX_CONFIG"}
 sysctl -qw kernel.bpf_stats_enabled=1
 phase fair 0
 phase express 1
+launchers $((2 * per_phase))
+phase scale 1
+for l in $lpids; do scx_express mark --pid "$l" --class normal >/dev/null 2>&1; done
+phase scale-fair 1
+launchers_stop
 stress-ng --cpu $((4 * N)) --cpu-method fft -t $((REPS * (DUR + 3) + 5)) >/dev/null 2>&1 &
 hogs=$!
 sleep 1
