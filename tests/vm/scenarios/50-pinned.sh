@@ -3,16 +3,16 @@
 # stand-ins and 8 hogs are all pinned to CPU 1, while 2 unpinned hogs run
 # anywhere. Pinned tasks wait in CPU 1's own fair DSQ and compete there
 # with the shared DSQ's tasks, which is where schedulers starve them. For
-# 50 s, every 10 s: no ejection (enable_seq unchanged, ops express*), no
-# stall or sched_ext error in dmesg, and every one of the 12 tasks got CPU
-# time since the last check. The stand-ins finish their run and SIGINT
+# 40 s (past the sched_ext watchdog's 30 s), every 10 s: no ejection
+# (enable_seq unchanged, ops express*), no stall or sched_ext error in
+# dmesg, and every one of the 12 tasks got CPU time since the last check. The stand-ins finish their run and SIGINT
 # detaches cleanly.
 # vmtest: smp=2 timeout=300 bins=target/release/scx_express
 # vmtest: files=workloads/build:/opt/w
 # shellcheck source=../guest-lib.sh
 . /lib/vmtest/guest-lib.sh
 
-SECS=50
+SECS=40
 echo "$AGENT_RULE_TOML" >/tmp/scx.toml
 start_guarded /tmp/scx.log --config /tmp/scx.toml
 start_standins $((SECS + 20)) "taskset 2"
