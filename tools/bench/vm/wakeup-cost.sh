@@ -9,8 +9,9 @@
 #   express      both marked `agent` (the express lane)
 #   scale        both marked, beside the launchers (class gpu through the
 #                CUDA uprobes), as the bench's scale cell
-#   scale-fair   the same, the launchers marked `normal` (fair path; their
-#                sync probes still fire): what serving them costs the agent
+#   scale-fair   the same, the launchers marked `normal` (fair path): what
+#                serving them costs the agent. Their probes still fire, and
+#                launch windows reopen for them (the CLI took their class)
 #   cpu4x        both marked, beside 4 stress-ng CPU hogs per vCPU
 # Per run: the local tail's p50/p99 (us) and the think step's CPU time
 # (burst_us: fixed work, so a rise means the vCPU ran code slower). Per
@@ -75,8 +76,10 @@ phase() {
 # the bench's scale cell, running SECONDS (past the phases they serve).
 launchers() {
     lpids=''
+    _n=$((N / 2))
+    [ "$_n" -ge 1 ] || _n=1
     _i=0
-    while [ "$_i" -lt "$(((N + 1) / 2))" ]; do
+    while [ "$_i" -lt "$_n" ]; do
         /opt/w/decode --duration "$1" >/dev/null 2>&1 &
         lpids="$lpids $!"
         _i=$((_i + 1))
