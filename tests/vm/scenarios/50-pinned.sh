@@ -5,8 +5,8 @@
 # with the shared DSQ's tasks, which is where schedulers starve them. For
 # 40 s (past the sched_ext watchdog's 30 s), every 10 s: no ejection
 # (enable_seq unchanged, ops express*), no stall or sched_ext error in
-# dmesg, and every one of the 12 tasks got CPU time since the last check. The stand-ins finish their run and SIGINT
-# detaches cleanly.
+# dmesg, and every one of the 12 tasks got CPU time since the last check.
+# The stand-ins finish their run and SIGINT detaches cleanly.
 # vmtest: smp=2 timeout=300 bins=target/release/scx_express
 # vmtest: files=workloads/build:/opt/w
 # shellcheck source=../guest-lib.sh

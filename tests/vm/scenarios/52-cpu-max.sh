@@ -6,11 +6,10 @@
 # kernel; throttled tasks must not trip the watchdog nor starve anyone.
 # For 40 s (past the sched_ext watchdog's 30 s), every 10 s: no ejection,
 # no stall or sched_ext error in dmesg, every stand-in and hog (the capped
-# ones too) got CPU time. The capped
-# group's share of the machine is logged (not asserted: whether cpu.max
-# binds sched_ext tasks is the kernel's and the scheduler's business, and
-# scx_express does not implement ops.cgroup_set_bandwidth). SIGINT then
-# detaches cleanly.
+# ones too) got CPU time. The capped group's share of the machine is
+# logged (not asserted: whether cpu.max binds sched_ext tasks is the
+# kernel's and the scheduler's business, and scx_express does not
+# implement ops.cgroup_set_bandwidth). SIGINT then detaches cleanly.
 # vmtest: smp=2 timeout=300 bins=target/release/scx_express
 # vmtest: files=workloads/build:/opt/w
 # shellcheck source=../guest-lib.sh
