@@ -472,8 +472,9 @@ done
 # --- Wrap up ------------------------------------------------------------------
 [ -z "$iperf_srv" ] || kill "$iperf_srv" 2>/dev/null
 if [ -n "${tpid:-}" ]; then
-    # The control's trace prints per-thread probe hits when it stops: the
-    # proof that the probes fired.
+    # The control's trace log names each library it probed and how many
+    # probe points (--no-events counts hits only of threads still alive
+    # when it stops: none once the cells' workloads have ended).
     kill -INT "$tpid"
     wait "$tpid" || log "bench: scx_express trace exited rc=$? after SIGINT"
     export_file /tmp/sched.log "trace-$S.txt"
