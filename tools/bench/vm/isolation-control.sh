@@ -1,0 +1,98 @@
+#!/bin/sh
+# Benchmark (prints numbers, asserts nothing): a control for the agent
+# criterion "its p99 under cpu4x is no worse than its clean p99". It asks
+# what the best possible placement would get under TCG: the agent stand-in
+# and its tool server on their own CPUs, every hog on the others, so that
+# no hog ever shares a CPU with them. If the tail still grows there, the
+# growth comes from the other vCPUs being busy (the emulation, shared
+# kernel state), which no scheduler's placement can take back.
+#
+# Per round (REPS rounds, phases interleaved against host drift), DUR s
+# each, under EEVDF:
+#   clean         agent unpinned, no hogs
+#   clean-pinned  agent and server pinned to A (the first quarter of the
+#                 CPUs, at least one), no hogs
+#   hogs-away     the same, 4 hogs per vCPU pinned to the other CPUs (B):
+#                 the ideal placement
+#   cpu4x         agent and hogs unpinned (the bench's cpu4x cell)
+# then scx_express attached, loop and server marked `agent`:
+#   express-clean, express-cpu4x  (unpinned, as the bench)
+# One line per run: p50/p99 of the local tail (us), the think step's CPU
+# time (burst_us: fixed work, so a rise means the vCPU ran code slower),
+# and of the steps over 1 ms those where the server's write took over half.
+#
+#   tests/vm/run.sh tools/bench/vm/isolation-control.sh              # 2 vCPUs
+#   tools/bench/vm/bundle.sh .ic tools/bench/vm/isolation-control.sh --env REPS=3
+#   .ic/runner.sh --smp 8 --jobs 1 OUT b1                            # GPU host
+# vmtest: smp=2 timeout=900 bins=target/release/scx_express,/usr/bin/stress-ng
+# vmtest: files=workloads/build:/opt/w
+# shellcheck source=../../../tests/vm/guest-lib.sh
+. /lib/vmtest/guest-lib.sh
+
+REPS=${REPS:-3}
+DUR=${DUR:-5}
+N=$VMTEST_SMP
+na=$((N / 4))
+[ "$na" -ge 1 ] || na=1
+A="0-$((na - 1))"
+B="$na-$((N - 1))"
+[ "$N" -gt 1 ] || fail "needs 2 vCPUs or more (the hogs need CPUs of their own)"
+
+# num KEY: KEY's number in the agent's JSON (guest-lib's json_num).
+num() { json_num /tmp/agent.out "$1"; }
+
+# hogs CPUS: 4 stress-ng CPU hogs per vCPU, on CPUS ("" = anywhere), for one
+# run plus its warmup and marking; their pid in $hp.
+hogs() {
+    set -- stress-ng --cpu $((4 * N)) --cpu-method fft -t $((DUR + 8))
+    if [ -n "$pin" ]; then
+        taskset -c "$pin" "$@" >/dev/null 2>&1 &
+    else
+        "$@" >/dev/null 2>&1 &
+    fi
+    hp=$!
+    sleep 1
+}
+
+# run PHASE AGENT_CPUS HOG_CPUS MARK: one agent run. CPUS "" = unpinned,
+# HOG_CPUS "-" = no hogs; MARK=1 marks the loop and the server `agent`.
+run() {
+    hp=''
+    pin=$3
+    [ "$3" = - ] || hogs
+    rm -f /tmp/go /tmp/agent.out
+    cpus=$2
+    [ -n "$cpus" ] || cpus="0-$((N - 1))"
+    taskset -c "$cpus" /opt/w/agent --duration "$DUR" --warmup 200 --warmup-max-s 2 \
+        --json --go-file /tmp/go >/tmp/agent.out 2>&1 &
+    ap=$!
+    wait_until 20 grep -qs '^agent_tid=' /tmp/agent.out || fail "the agent did not start"
+    [ "$4" != 1 ] || mark_agent_ids /tmp/agent.out
+    touch /tmp/go
+    wait "$ap" || fail "the agent exited $?"
+    echo "isolation: phase=$1 steps=$(num steps) p50_us=$(num tail_p50_us)" \
+        "p99_us=$(num tail_p99_us) burst_us=$(num burst_cpu_p50_us)" \
+        "over_1ms=$(num tail_over_1ms) over_1ms_server=$(num tail_over_1ms_server)"
+    if [ -n "$hp" ]; then
+        kill "$hp" 2>/dev/null
+        wait "$hp" 2>/dev/null
+    fi
+}
+
+log "isolation: $N vCPUs, agent CPUs A=$A, hog CPUs B=$B, $REPS rounds of $DUR s"
+r=0
+while [ "$r" -lt "$REPS" ]; do
+    run clean '' - 0
+    run clean-pinned "$A" - 0
+    run hogs-away "$A" "$B" 0
+    run cpu4x '' '' 0
+    r=$((r + 1))
+done
+start_scx /tmp/sched.log
+r=0
+while [ "$r" -lt "$REPS" ]; do
+    run express-clean '' - 1
+    run express-cpu4x '' '' 1
+    r=$((r + 1))
+done
+stop_scx
