@@ -616,12 +616,29 @@ static bool keep_prev(struct task_struct *prev, u64 best)
  * switch is a migration, which cost CPU hogs in an 8-vCPU VM up to tens of
  * percent of their throughput (docs/benchmarks.md, "Ordinary tasks"). The
  * order bends by at most one slice; the scan costs a few iterations.
+ *
+ * A task that used up its slice never passes a wakeup this way. A
+ * sleeper's lead over the hogs' deadlines is about slice_min (section
+ * 3), less than the one slice the scan may bend, so a hog that last ran
+ * here could go first and the wakeup wait a whole hog slice (ms): a
+ * synchronous wakeup (a pipe's reader) preempts no one and relies on
+ * this pick (docs/benchmarks.md, "Other ordinary workloads"). A wakeup
+ * that last ran here may still pass one that did not: stopping at every
+ * wakeup split ping-pong pairs across CPUs and halved their round trips.
  */
 #define LOCALITY_SCAN 8
+
+static bool queued_wakeup(struct task_struct *p)
+{
+	struct task_ctx *tctx = task_ctx_get(p);
+
+	return tctx && tctx->fair_woken_ns;
+}
 
 static bool move_shared_local(s32 cpu, u64 head)
 {
 	struct task_struct *p;
+	bool passed_wakeup = false, woken;
 	u32 n = 0;
 
 	if (fair_user_mode)
@@ -629,8 +646,13 @@ static bool move_shared_local(s32 cpu, u64 head)
 	bpf_for_each(scx_dsq, p, SHARED_DSQ, 0) {
 		if (++n > LOCALITY_SCAN || p->scx.dsq_vtime - head > slice_max_ns)
 			break;
-		if (scx_bpf_task_cpu(p) == cpu && bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
+		woken = queued_wakeup(p);
+		if (scx_bpf_task_cpu(p) == cpu && bpf_cpumask_test_cpu(cpu, p->cpus_ptr)) {
+			if (passed_wakeup && !woken)
+				break;
 			return scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0);
+		}
+		passed_wakeup |= woken;
 	}
 	return false;
 }
