@@ -494,8 +494,9 @@ static void *agent_main(void *arg)
 	wait_for_file(opt.go_file, "agent");
 
 	/* Bounded in time too: the caller plans its noise around the warmup
-	 * (the bench's GO_WARMUP_S), and 20 fork + exec steps took 4 s under
-	 * cpu4x in a 2-vCPU TCG guest, past the noise's end. */
+	 * (the bench's GO_WARMUP_S), and under CPU noise in a TCG guest a
+	 * fork + exec step takes hundreds of ms: 20 of them took seconds,
+	 * past the noise's end. */
 	warm_end = opt.warmup_max_s > 0 ?
 		now_ns() + (uint64_t)(opt.warmup_max_s * 1e9) : 0;
 	for (unsigned long long i = 0; i < opt.warmup; i++) {

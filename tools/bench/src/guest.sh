@@ -141,9 +141,9 @@ export_file /tmp/info.txt "info-$S.txt"
 # if it runs far past its duration (under chrt -f, a process's CPU-bound
 # helper threads can starve its own launcher for good). The limit counts
 # from the workload's start: for agent and scale that is before their
-# classification (scx_express runs 3+ times, ~3 s under cpu4x) and their
-# warmup (up to BENCH_GO_WARMUP s), which a 2 s smoke cell's 14 s limit
-# did not leave room for on a slow CI host.
+# classification (scx_express runs 3+ times, seconds under cpu4x) and
+# their warmup (up to BENCH_GO_WARMUP s), which a 2 s smoke cell's 14 s
+# limit did not leave room for on a slow CI host.
 lim=$((2 * D + BENCH_GO_WARMUP + 10))
 # Seconds the go-file workloads may warm up: the noise runs
 # BENCH_GO_WARMUP s longer for them, less a second for the go file's path.
@@ -323,8 +323,8 @@ setup_workload() {
 start_agent() {
     rm -f "$2/go"
     # A subprocess step takes 10-100x a socket one under TCG (fork,
-    # exec, faults): 20 warmup steps, not 200 (under cpu4x at 2 vCPUs
-    # 20 took 4 s: the time bound ends such a warmup early).
+    # exec, faults): 20 warmup steps, not 200 (under cpu4x even 20 take
+    # seconds: the time bound ends such a warmup early).
     tool='socket' warm=200
     [ "$1" = agent ] || tool='exec' warm=20
     # It waits for the go file after printing its ids: the steps it

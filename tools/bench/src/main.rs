@@ -228,7 +228,7 @@ pub struct BenchArgs {
 pub const NOISE_TAIL_S: u32 = 2;
 /// Seconds more noise for the workloads that warm up after their go file
 /// (agent, agent-exec, scale): under noise 200 socket steps take up to
-/// 1-2 s, 20 exec steps up to 4 s, so guest.sh also ends their warmup
+/// 1-2 s, 20 exec steps longer still, so guest.sh also ends their warmup
 /// after GO_WARMUP_S - 1 s (`agent --warmup-max-s`) and gives their
 /// time limit these seconds. guest.sh: BENCH_GO_WARMUP.
 pub const GO_WARMUP_S: u32 = 3;

@@ -44,9 +44,10 @@ num() { json_num /tmp/agent.out "$1"; }
 # hogs CPUS: 4 stress-ng CPU hogs per vCPU, on CPUS ("" = anywhere), for one
 # run plus its warmup and marking; their pid in $hp.
 hogs() {
+    _cpus=$1
     set -- stress-ng --cpu $((4 * N)) --cpu-method fft -t $((DUR + 8))
-    if [ -n "$pin" ]; then
-        taskset -c "$pin" "$@" >/dev/null 2>&1 &
+    if [ -n "$_cpus" ]; then
+        taskset -c "$_cpus" "$@" >/dev/null 2>&1 &
     else
         "$@" >/dev/null 2>&1 &
     fi
@@ -58,8 +59,7 @@ hogs() {
 # HOG_CPUS "-" = no hogs; MARK=1 marks the loop and the server `agent`.
 run() {
     hp=''
-    pin=$3
-    [ "$3" = - ] || hogs
+    [ "$3" = - ] || hogs "$3"
     rm -f /tmp/go /tmp/agent.out
     cpus=$2
     [ -n "$cpus" ] || cpus="0-$((N - 1))"
