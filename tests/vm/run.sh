@@ -2,7 +2,8 @@
 # Boot one VM test scenario under QEMU (TCG) and exit with its status.
 # See tests/vm/README.md. Exit codes: the scenario's own rc; 98 when the
 # scenario passed but the kernel logged BUG/Oops/panic; 99 when the guest
-# died (panic, hang, no result) in 3 boots in a row; 2 for usage/setup errors.
+# died (panic, hang, no result) in 3 boots in a row (up to 5 when the deaths
+# are TCG's `Oops: int3`, README "Caveats"); 2 for usage/setup errors.
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
@@ -196,6 +197,7 @@ died_reason() {
     else echo "guest stopped without a result (qemu rc=$qrc)"; fi
 }
 
+INT3_MAX_BOOTS=5
 rc=99 attempt=0 log=
 while [ "$attempt" -lt "$attempts" ]; do
     attempt=$((attempt + 1))
@@ -235,6 +237,14 @@ while [ "$attempt" -lt "$attempts" ]; do
     msg "VM DIED: $name: $(died_reason "$log") after ${secs}s"
     msg "--- last 20 console lines ---"
     tail -n 20 "$log" | sed 's/^/  | /' >&2
+    # The multi-threaded TCG crash while the kernel patches its code
+    # (README, "Caveats"; sched_ext's enable and disable flip static keys)
+    # is the emulator's, not the scenario's: it earns one more boot, up to
+    # INT3_MAX_BOOTS in all. One CI run needed the third boot of a test.
+    if [ "$attempts" -gt 1 ] && [ "$attempt" -eq "$attempts" ] &&
+        [ "$attempts" -lt "$INT3_MAX_BOOTS" ] && grep -a -q 'Oops: int3' "$log"; then
+        attempts=$((attempts + 1))
+    fi
     if [ "$attempt" -lt "$attempts" ]; then
         msg "$name: booting again ($((attempts - attempt)) more at most)"
     else
