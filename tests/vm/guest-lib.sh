@@ -456,3 +456,45 @@ mark_agent_ids() {
     _srv=$(line_value "$1" tool_server_pid 10) || fail "the agent printed no tool_server_pid"
     scx_express mark --pid "$_srv" --class agent >/dev/null || fail "marking the tool server failed"
 }
+
+# agent_once MARK SECS [PREFIX...]: one run of the agent stand-in
+# (/opt/w/agent) measuring SECS s after its warmup (200 steps, at most
+# 2 s), its output in /tmp/agent.out, run under PREFIX (e.g. taskset -c 0)
+# if given. MARK: 1 marks its loop and tool server `agent` before the
+# first step (mark_agent_ids), 0 marks nothing.
+agent_once() {
+    _mark=$1 _secs=$2
+    shift 2
+    rm -f /tmp/go /tmp/agent.out
+    "$@" /opt/w/agent --duration "$_secs" --warmup 200 --warmup-max-s 2 --json \
+        --go-file /tmp/go >/tmp/agent.out 2>&1 &
+    _ap=$!
+    wait_until 20 grep -qs '^agent_tid=' /tmp/agent.out || fail "the agent did not start"
+    [ "$_mark" != 1 ] || mark_agent_ids /tmp/agent.out
+    touch /tmp/go
+    wait "$_ap" || fail "the agent exited $?"
+}
+
+# start_sched LOG / stop_sched: attach and detach $SCHED, scx_express
+# (start_scx, stop_scx) or any other sched_ext scheduler (a peer from
+# --bin), with $SCHED_ARGS split into words; its pid in SCX_PID.
+start_sched() {
+    if [ "$SCHED" = scx_express ]; then
+        # shellcheck disable=SC2086 # SCHED_ARGS is a word list
+        start_scx "$1" $SCHED_ARGS
+        return
+    fi
+    # shellcheck disable=SC2086
+    $SCHED $SCHED_ARGS >"$1" 2>&1 &
+    SCX_PID=$!
+    wait_sched_state enabled 120 || { tail "$1"; fail "$SCHED did not attach"; }
+}
+stop_sched() {
+    if [ "$SCHED" = scx_express ]; then
+        stop_scx
+        return
+    fi
+    kill -INT "$SCX_PID"
+    wait "$SCX_PID"
+    wait_sched_state disabled 20 || fail "$SCHED did not detach"
+}

@@ -60,16 +60,9 @@ hogs() {
 run() {
     hp=''
     [ "$3" = - ] || hogs "$3"
-    rm -f /tmp/go /tmp/agent.out
     cpus=$2
     [ -n "$cpus" ] || cpus="0-$((N - 1))"
-    taskset -c "$cpus" /opt/w/agent --duration "$DUR" --warmup 200 --warmup-max-s 2 \
-        --json --go-file /tmp/go >/tmp/agent.out 2>&1 &
-    ap=$!
-    wait_until 20 grep -qs '^agent_tid=' /tmp/agent.out || fail "the agent did not start"
-    [ "$4" != 1 ] || mark_agent_ids /tmp/agent.out
-    touch /tmp/go
-    wait "$ap" || fail "the agent exited $?"
+    agent_once "$4" "$DUR" taskset -c "$cpus"
     echo "isolation: phase=$1 steps=$(num steps) p50_us=$(num tail_p50_us)" \
         "p99_us=$(num tail_p99_us) burst_us=$(num burst_cpu_p50_us)" \
         "over_1ms=$(num tail_over_1ms) over_1ms_server=$(num tail_over_1ms_server)"

@@ -70,28 +70,10 @@ phase() {
 
 : >/tmp/r.txt
 phase eevdf
-case $SCHED in
-scx_express)
-    # SCHED_ARGS is a list of arguments: split on purpose.
-    # shellcheck disable=SC2086
-    start_scx /tmp/scx.log $SCHED_ARGS
-    ;;
-*)
-    # shellcheck disable=SC2086
-    $SCHED $SCHED_ARGS >/tmp/scx.log 2>&1 &
-    SCX_PID=$!
-    wait_sched_state enabled 120 || { tail /tmp/scx.log; fail "$SCHED did not attach"; }
-    ;;
-esac
+start_sched /tmp/scx.log
 log "$SCHED attached: ops $(sched_ops_name)"
 phase sched
-if [ "$SCHED" = scx_express ]; then
-    stop_scx
-else
-    kill -INT "$SCX_PID"
-    wait "$SCX_PID"
-    wait_sched_state disabled 20 || fail "$SCHED did not detach"
-fi
+stop_sched
 phase eevdf2
 
 awk -v name="$SCHED" -v n="$N" '

@@ -84,19 +84,7 @@ cpu_ticks() { task_stat "$1" | awk '{ print $12 + $13 }'; }
 phase eevdf
 h1=$H s1=$S c1=$C
 
-case $SCHED in
-scx_express)
-    # SCHED_ARGS is a list of arguments: split on purpose.
-    # shellcheck disable=SC2086
-    start_scx /tmp/scx.log $SCHED_ARGS
-    ;;
-*)
-    # shellcheck disable=SC2086
-    $SCHED $SCHED_ARGS >/tmp/scx.log 2>&1 &
-    SCX_PID=$!
-    wait_sched_state enabled 120 || { tail /tmp/scx.log; fail "$SCHED did not attach"; }
-    ;;
-esac
+start_sched /tmp/scx.log
 log "$SCHED attached: ops $(sched_ops_name)"
 hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
 t0=$(uptime_cs)
@@ -114,13 +102,7 @@ for t in /proc/"$SCX_PID"/task/*; do
     echo "  thread $(cat "$t/comm" 2>/dev/null): $(task_stat "${t#/proc/}" | awk '{ print $12 + $13 }') ticks"
 done
 [ "$SCHED" = scx_express ] && scx_express stats --flat | grep -E '^(fair_|direct_idle|wakeup_preempt|user_queued|rescued|fallback)' | tr '\n' ' ' && echo
-if [ "$SCHED" = scx_express ]; then
-    stop_scx
-else
-    kill -INT "$SCX_PID"
-    wait "$SCX_PID"
-    wait_sched_state disabled 20 || fail "$SCHED did not detach"
-fi
+stop_sched
 
 phase eevdf2
 h2=$H s2=$S c2=$C

@@ -39,13 +39,7 @@ num() { json_num /tmp/agent.out "$1"; }
 
 # agent_run PHASE MARK: one agent run; MARK=1 marks the loop and its server.
 agent_run() {
-    rm -f /tmp/go /tmp/agent.out
-    /opt/w/agent --duration "$DUR" --warmup 200 --json --go-file /tmp/go >/tmp/agent.out 2>&1 &
-    ap=$!
-    wait_until 20 grep -qs '^agent_tid=' /tmp/agent.out || fail "the agent did not start"
-    [ "$2" != 1 ] || mark_agent_ids /tmp/agent.out
-    touch /tmp/go
-    wait "$ap" || fail "the agent exited $?"
+    agent_once "$2" "$DUR"
     echo "wakeup-cost: phase=$1 steps=$(num steps) p50_us=$(num tail_p50_us)" \
         "p99_us=$(num tail_p99_us) burst_us=$(num burst_cpu_p50_us)"
     steps=$((steps + $(num steps)))
