@@ -430,6 +430,10 @@ disk_noise() {
         --numjobs=4 --ioengine=libaio --time_based --runtime="$_secs"
 }
 
+# median: the median of the numbers on stdin, one per line (the mean of the
+# middle two for an even count).
+median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
 # json_num FILE KEY: KEY's number in the JSON that FILE holds (the first).
 json_num() { grep -o "\"$2\":[0-9.]*" "$1" | head -n 1 | cut -d: -f2; }
 

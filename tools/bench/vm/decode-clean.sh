@@ -25,7 +25,6 @@ REPS=${REPS:-3}
 CFG=${CFG:-/etc/scx_express/default.toml}
 
 field() { echo "$1" | sed -n "s/.*\"$2\":\([0-9.]*\).*/\1/p"; }
-median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 # phase NAME: REPS decode runs; sets T (median tok/s) and logs each run.
 phase() {

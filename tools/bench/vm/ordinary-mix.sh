@@ -30,9 +30,6 @@ SCHED=${SCHED:-scx_express}
 REPS=${REPS:-1}
 TESTS=${TESTS:-switch futex fork yield pipe mixed}
 
-# median of the numbers on stdin
-median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-
 # ops STRESSOR ARGS...: stress-ng's real-time bogo-ops/s of STRESSOR.
 ops() {
     _s=$1

@@ -31,9 +31,6 @@ SCHED=${SCHED:-scx_express}
 cfg=$(sed -n 's/.*ordinary\.config=\([^ ]*\).*/\1/p' /proc/cmdline)
 [ -z "$cfg" ] || SCHED_ARGS="$SCHED_ARGS --config $cfg"
 
-# median of the numbers on stdin
-median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-
 hackbench_s() {
     for _ in 1 2 3; do
         hackbench -g 8 -l 400 2>&1 | sed -n 's/^Time: *//p'
