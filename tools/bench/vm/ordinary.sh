@@ -19,7 +19,9 @@
 #   tests/vm/run.sh tools/bench/vm/ordinary.sh --bin ~/.cache/scx_express/peers/bin/scx_bpfland \
 #       --env SCHED=scx_bpfland
 # A bundle (tools/bench/vm/bundle.sh) picks a config per boot from the kernel
-# command line instead: runner.sh --append ordinary.config=/etc/u.toml.
+# command line instead: runner.sh --append ordinary.config=/etc/u.toml; and
+# a scheduler binary, for an A/B of two builds in one bundle (the other one
+# added with bundle.sh's --bin): --append ordinary.sched=NAME.
 # vmtest: smp=2 timeout=900 bins=target/release/scx_express,/usr/bin/stress-ng,/usr/bin/cyclictest,/usr/bin/hackbench
 # vmtest: files=tools/bench/vm/userspace.toml:/etc/u.toml
 # shellcheck source=../../../tests/vm/guest-lib.sh
@@ -28,6 +30,8 @@
 N=$VMTEST_SMP
 HOGS=$((4 * N))
 SCHED=${SCHED:-scx_express}
+sched=$(sed -n 's/.*ordinary\.sched=\([^ ]*\).*/\1/p' /proc/cmdline)
+[ -z "$sched" ] || SCHED=$sched
 cfg=$(sed -n 's/.*ordinary\.config=\([^ ]*\).*/\1/p' /proc/cmdline)
 [ -z "$cfg" ] || SCHED_ARGS="$SCHED_ARGS --config $cfg"
 
