@@ -615,7 +615,16 @@ static bool keep_prev(struct task_struct *prev, u64 best)
  * whichever CPU frees up first, so with a few hogs per CPU nearly every
  * switch is a migration, which cost CPU hogs in an 8-vCPU VM up to tens of
  * percent of their throughput (docs/benchmarks.md, "Ordinary tasks"). The
- * order bends by at most one slice; the scan costs a few iterations.
+ * order bends by at most one slice.
+ *
+ * Each step of the scan takes the shared DSQ's lock, which every CPU's
+ * enqueues and picks also take: with hackbench's hundreds of tasks on 8
+ * CPUs, the depth showed in its run time. If one queued task in eight
+ * last ran on this CPU, three steps find one a third of the time and
+ * eight two thirds, but eight cost hackbench about 4% at 8 vCPUs and the
+ * hogs gained nothing measurable from them (docs/benchmarks.md, "The
+ * locality scan's depth at 8 vCPUs"). At 2 CPUs three steps nearly
+ * always find one.
  *
  * A task that used up its slice never passes a wakeup this way. A
  * sleeper's lead over the hogs' deadlines is about slice_min (section
@@ -626,7 +635,7 @@ static bool keep_prev(struct task_struct *prev, u64 best)
  * that last ran here may still pass one that did not: stopping at every
  * wakeup split ping-pong pairs across CPUs and halved their round trips.
  */
-#define LOCALITY_SCAN 8
+#define LOCALITY_SCAN 3
 
 static bool queued_wakeup(struct task_struct *p)
 {
@@ -638,38 +647,46 @@ static bool queued_wakeup(struct task_struct *p)
 static bool move_shared_local(s32 cpu, u64 head)
 {
 	struct task_struct *p;
-	bool passed_wakeup = false, woken;
+	bool passed_wakeup = false;
 	u32 n = 0;
 
 	if (fair_user_mode)
 		return false;
+	/*
+	 * Whether a task is a wakeup costs a task-storage lookup, so it is
+	 * asked only where the answer matters: of a local candidate once a
+	 * wakeup was passed, of the others until one was.
+	 */
 	bpf_for_each(scx_dsq, p, SHARED_DSQ, 0) {
 		if (++n > LOCALITY_SCAN || p->scx.dsq_vtime - head > slice_max_ns)
 			break;
-		woken = queued_wakeup(p);
 		if (scx_bpf_task_cpu(p) == cpu && bpf_cpumask_test_cpu(cpu, p->cpus_ptr)) {
-			if (passed_wakeup && !woken)
+			if (passed_wakeup && !queued_wakeup(p))
 				break;
 			return scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0);
 		}
-		passed_wakeup |= woken;
+		passed_wakeup = passed_wakeup || queued_wakeup(p);
 	}
 	return false;
 }
 
 /*
  * A guarded CPU (placement.bpf.c: shielded, an express task on it) takes
- * from the shared DSQ the first of its first LOCALITY_SCAN tasks that is
+ * from the shared DSQ the first of its first GUARDED_SCAN tasks that is
  * not an I/O task; if all are, it takes none of them (an unshielded CPU
- * will, or the starvation guard after STARVE_NS).
+ * will, or the starvation guard after STARVE_NS). Deeper than the
+ * locality scan: not finding one leaves the CPU idle, and this scan runs
+ * only on the few shielded CPUs.
  */
+#define GUARDED_SCAN 8
+
 static bool move_shared_guarded(void)
 {
 	struct task_struct *p;
 	u32 n = 0;
 
 	bpf_for_each(scx_dsq, p, SHARED_DSQ, 0) {
-		if (++n > LOCALITY_SCAN)
+		if (++n > GUARDED_SCAN)
 			break;
 		if (!io_task(p))
 			return scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0);
