@@ -44,8 +44,8 @@
  *    Express wakeups go to the previous CPU if it is idle, quiet and
  *    shallow, else to such a CPU close to it. With none, the wakeup
  *    preempts a normal task on a quiet CPU (never an express one). With no
- *    quiet CPU free it takes a hot or deep one anyway: the fair path's
- *    round trip costs more, and an agent's own loopback traffic makes its
+ *    quiet CPU free it takes a hot or deep one anyway: a wait in the fair
+ *    path's queue costs more, and an agent's own loopback traffic makes its
  *    CPUs IRQ-hot (`quiet_only` turns this off). A wakeup that skips
  *    ops.select_cpu() (a pinned task) preempts on its own CPU.
  *

@@ -53,9 +53,11 @@ KNOB bool express_preempt = true;
 
 /*
  * Never place on an IRQ-hot or deep-idle CPU; with no quiet CPU free, take
- * the fair path. Off by default: the fair path's userspace round trip costs
- * more than a hot CPU, and a task's own traffic (a loopback socket's
- * softirqs run on the sender's CPU) can make every CPU it uses IRQ-hot.
+ * the fair path. Off by default: under load the fair path queues it behind
+ * ordinary tasks (milliseconds), which costs more than a hot CPU's IRQ
+ * work (microseconds to hundreds of them), and a task's own traffic (a
+ * loopback socket's softirqs run on the sender's CPU) can make every CPU
+ * it uses IRQ-hot.
  */
 KNOB bool express_quiet_only = false;
 
