@@ -160,7 +160,10 @@ stat_table! {
     class_cap: Counter Events Source::Lane(lane_stat_idx_LANE_CLASS_CAP), "class_cap",
         "Class over its max_share: express tasks sent to the fair path";
     fallback: Counter Events Source::Lane(lane_stat_idx_LANE_FALLBACK), "express_fallback",
-        "Express tasks with no suitable CPU: fair path";
+        "Express wakeups with no suitable CPU: fair path";
+    slice_fallback: Counter Events Source::Lane(lane_stat_idx_LANE_SLICE_FALLBACK),
+        "express_slice_fallback",
+        "Express slices that ended on a CPU claimed by other express work: fair path";
     behind: Counter Events Source::Lane(lane_stat_idx_LANE_BEHIND), "express_behind",
         "Express wakeups with every CPU busy with express work: queued behind it";
     wait_us: Counter Us Source::Lane(lane_stat_idx_LANE_WAIT_NS), "express_wait_us",

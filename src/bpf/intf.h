@@ -79,7 +79,8 @@ enum lane_stat_idx {
 	LANE_DEEP_IDLE_SKIP, /* idle CPUs skipped for being in a deep idle state */
 	LANE_NO_TOKENS,	     /* task out of tokens: fair path */
 	LANE_CLASS_CAP,	     /* class over its max_share: fair path */
-	LANE_FALLBACK,	     /* no suitable CPU: fair path */
+	LANE_FALLBACK,	     /* wakeup with no suitable CPU: fair path */
+	LANE_SLICE_FALLBACK, /* slice end on a CPU claimed by express work: fair path */
 	LANE_WAIT_NS,	     /* sum of express dispatch -> running delays (ns) */
 	LANE_WAIT_OVER_1MS,  /* express dispatches that waited over 1 ms to run */
 	LANE_LOST_CPU,	     /* express runs that lost the CPU while still runnable */

@@ -577,7 +577,7 @@ __hidden bool express_lane_enqueue(struct task_struct *p, u64 enq_flags)
 	cpu = scx_bpf_task_cpu(p);
 	cc = cpu_ctx_of(cpu);
 	if (!cc) {
-		lane_stat_inc(class, LANE_FALLBACK);
+		lane_stat_inc(class, wakeup ? LANE_FALLBACK : LANE_SLICE_FALLBACK);
 		return false;
 	}
 	if (cc->curr_express || !cpu_claim(cpu, bpf_ktime_get_ns())) {
@@ -594,7 +594,7 @@ __hidden bool express_lane_enqueue(struct task_struct *p, u64 enq_flags)
 		 * express tasks queue behind too").
 		 */
 		if (express_quiet_only || p->nr_cpus_allowed > 1) {
-			lane_stat_inc(class, LANE_FALLBACK);
+			lane_stat_inc(class, wakeup ? LANE_FALLBACK : LANE_SLICE_FALLBACK);
 			return false;
 		}
 		dispatch_express(p, tctx, class, SCX_DSQ_LOCAL, enq_flags);

@@ -60,15 +60,15 @@ check() {
     behind=$(snap_delta "/tmp/$1.0" "/tmp/$1.1" classes.gpu.behind classes.agent.behind)
     awake=$(snap_delta "/tmp/$1.0" "/tmp/$1.1" classes.agent.wakeups)
     afall=$(snap_delta "/tmp/$1.0" "/tmp/$1.1" classes.agent.fallback)
-    echo "$1: express wakeups $wake: cut short $cut, behind $behind; agent: $awake wakeups, $afall to the fair path"
+    aslice=$(snap_delta "/tmp/$1.0" "/tmp/$1.1" classes.agent.slice_fallback)
+    echo "$1: express wakeups $wake: cut short $cut, behind $behind; agent: $awake wakeups, $afall to the fair path; $aslice slice ends to the fair path"
     [ "$wake" -ge 500 ] || fail "$1: only $wake express wakeups in 5 s"
     [ "$behind" -ge 1 ] || fail "$1: no wakeup found its CPUs busy with express work: the test's load is too light"
-    # The fallback counter also counts slice ends on a CPU just claimed by
-    # other express work (express_lane_enqueue(): those take the fair path
-    # by design). 1.4-2.2% of the agents' wakeups on the development
-    # machine; 5.1% once on a slower CI host, where the agents made half
-    # as many wakeups. Without step 6 about a fifth fell back.
-    [ $((afall * 10)) -le "$awake" ] || fail "$1: $afall of $awake agent wakeups took the fair path (over 10%)"
+    # Wakeups only: a slice's end on a CPU just claimed by other express
+    # work takes the fair path by design (express_lane_enqueue()) and is
+    # counted apart, as slice_fallback. Without step 6 about a fifth of
+    # the agents' wakeups fell back.
+    [ $((afall * 20)) -le "$awake" ] || fail "$1: $afall of $awake agent wakeups took the fair path (over 5%)"
 }
 
 crowd free

@@ -378,6 +378,7 @@ pub const LANE_COUNTERS: &[(&str, &str)] = &[
     ("classes.{c}.no_tokens", "lane_no_tokens"),
     ("classes.{c}.class_cap", "lane_class_cap"),
     ("classes.{c}.fallback", "lane_fallback"),
+    ("classes.{c}.slice_fallback", "lane_slice_fallback"),
     ("classes.{c}.behind", "lane_behind"),
     ("classes.{c}.irq_hot_skips", "lane_irq_hot_skips"),
     ("classes.{c}.deep_idle_skips", "lane_deep_idle_skips"),

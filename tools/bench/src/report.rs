@@ -506,6 +506,7 @@ const LANE_COLUMNS: &[(&str, &str)] = &[
     ("lane_no_tokens", "out of tokens"),
     ("lane_class_cap", "class cap"),
     ("lane_fallback", "no CPU"),
+    ("lane_slice_fallback", "slice end to fair"),
     ("lane_behind", "behind express"),
     ("lane_irq_hot_skips", "IRQ-hot skipped"),
     ("lane_deep_idle_skips", "deep skipped"),
