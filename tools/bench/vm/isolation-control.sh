@@ -15,15 +15,24 @@
 #   hogs-away     the same, 4 hogs per vCPU pinned to the other CPUs (B):
 #                 the ideal placement
 #   cpu4x         agent and hogs unpinned (the bench's cpu4x cell)
-# then scx_express attached, loop and server marked `agent`:
+# then, for each express variant in VARIANTS (comma-separated; default:
+# scx_express), that
+# build attached, loop and server marked `agent`:
 #   express-clean, express-cpu4x  (unpinned, as the bench)
+#   express-away  (pinned as hogs-away: the lane given the ideal placement)
+# (VARIANT-clean, ... for a variant other than scx_express)
+# A variant is a binary's name (one added with bundle.sh's --bin runs in
+# place of scx_express) with an optional @nohold (classes.agent.hold_us = 0).
 # One line per run: p50/p99 of the local tail (us), the think step's CPU
 # time (burst_us: fixed work, so a rise means the vCPU ran code slower),
-# and of the steps over 1 ms those where the server's write took over half.
+# and of the steps over 1 ms those where the server's write took over half;
+# for an express run, the agent class's lane counters over it (where its
+# wakeups landed, its holds, its waits).
 #
 #   tests/vm/run.sh tools/bench/vm/isolation-control.sh              # 2 vCPUs
 #   tools/bench/vm/bundle.sh .ic tools/bench/vm/isolation-control.sh --env REPS=3
 #   .ic/runner.sh --smp 8 --jobs 1 OUT b1                            # GPU host
+#   ... --env VARIANTS=scx_express,scx_express@nohold                # holds off too
 # vmtest: smp=2 timeout=900 bins=target/release/scx_express,/usr/bin/stress-ng
 # vmtest: files=workloads/build:/opt/w
 # shellcheck source=../../../tests/vm/guest-lib.sh
@@ -31,6 +40,7 @@
 
 REPS=${REPS:-3}
 DUR=${DUR:-5}
+VARIANTS=${VARIANTS:-scx_express}
 N=$VMTEST_SMP
 na=$((N / 4))
 [ "$na" -ge 1 ] || na=1
@@ -62,14 +72,29 @@ run() {
     [ "$3" = - ] || hogs "$3"
     cpus=$2
     [ -n "$cpus" ] || cpus="0-$((N - 1))"
+    [ "$4" != 1 ] || stats_snapshot /tmp/lane.0
     agent_once "$4" "$DUR" taskset -c "$cpus"
     echo "isolation: phase=$1 steps=$(num steps) p50_us=$(num tail_p50_us)" \
         "p99_us=$(num tail_p99_us) burst_us=$(num burst_cpu_p50_us)" \
         "over_1ms=$(num tail_over_1ms) over_1ms_server=$(num tail_over_1ms_server)"
+    [ "$4" != 1 ] || lane_line "$1"
     if [ -n "$hp" ]; then
         kill "$hp" 2>/dev/null
         wait "$hp" 2>/dev/null
     fi
+}
+
+# lane_line PHASE: the agent class's lane counters over the run just made
+# (the agent loop and its tool server together).
+lane_line() {
+    stats_snapshot /tmp/lane.1
+    _l=''
+    for k in wakeups prev llc any preempt preempt_waker behind fallback slice_fallback \
+        holds hold_back hold_early hold_taken hold_spare hold_irregular hold_no_quota \
+        held_us wait_us waits_over_1ms lost_cpu cut_short; do
+        _l="$_l $k=$(snap_delta /tmp/lane.0 /tmp/lane.1 "classes.agent.$k")"
+    done
+    echo "lane: phase=$1$_l"
 }
 
 log "isolation: $N vCPUs, agent CPUs A=$A, hog CPUs B=$B, $REPS rounds of $DUR s"
@@ -81,11 +106,33 @@ while [ "$r" -lt "$REPS" ]; do
     run cpu4x '' '' 0
     r=$((r + 1))
 done
-start_scx /tmp/sched.log
-r=0
-while [ "$r" -lt "$REPS" ]; do
-    run express-clean '' - 1
-    run express-cpu4x '' '' 1
-    r=$((r + 1))
+# A variant's binary is copied over scx_express's, so that start_scx, stop_scx
+# and `scx_express stats` use it. (Not a symlink earlier in PATH: the shell
+# remembers where it found scx_express the first time, and a first try ran
+# the default build for every variant.)
+own=$(command -v scx_express) || fail "no scx_express"
+cp "$own" /tmp/scx_express.own
+for variant in $(echo "$VARIANTS" | tr , " "); do
+    bin=${variant%@*}
+    path=$(command -v "$bin") || fail "no binary $bin (bundle.sh --bin)"
+    [ "$bin" = scx_express ] && path=/tmp/scx_express.own
+    cp "$path" "$own"
+    : >/tmp/variant.toml
+    case $variant in
+    *@nohold) printf '[classes.agent]\nhold_us = 0\n' >/tmp/variant.toml ;;
+    *@*) fail "unknown variant option in $variant" ;;
+    esac
+    # Phase names: express-clean for the default build, else VARIANT-clean.
+    tag=$variant
+    [ "$tag" != scx_express ] || tag=express
+    log "isolation: variant $variant: $(sha256sum "$own" | cut -c1-12)"
+    start_scx /tmp/sched.log --config /tmp/variant.toml
+    r=0
+    while [ "$r" -lt "$REPS" ]; do
+        run "$tag-clean" '' - 1
+        run "$tag-cpu4x" '' '' 1
+        run "$tag-away" "$A" "$B" 1
+        r=$((r + 1))
+    done
+    stop_scx
 done
-stop_scx
