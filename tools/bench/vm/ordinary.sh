@@ -102,7 +102,13 @@ log "$SCHED own CPU: $((k1 - k0)) ticks in $((t1 - t0))0 ms = ${cpu_pct}% of $N 
 for t in /proc/"$SCX_PID"/task/*; do
     echo "  thread $(cat "$t/comm" 2>/dev/null): $(task_stat "${t#/proc/}" | awk '{ print $12 + $13 }') ticks"
 done
-[ "$SCHED" = scx_express ] && scx_express stats --flat | grep -E '^(fair_|direct_idle|wakeup_preempt|user_queued|rescued|fallback)' | tr '\n' ' ' && echo
+# Any build of ours (ordinary.sched=scx_express_X too) answers `scx_express stats`.
+case $SCHED in
+scx_express*)
+    scx_express stats --flat | grep -E '^(fair_|direct_idle|wakeup_preempt|user_queued|rescued|fallback)' | tr '\n' ' '
+    echo
+    ;;
+esac
 stop_sched
 
 phase eevdf2
