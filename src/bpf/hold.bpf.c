@@ -17,10 +17,13 @@
  * under hold_us, its CPU is *held* for its return: the fair path places no
  * work there (its wakeup placement, its idle kick and its pick from the
  * shared DSQ pass over a held CPU), nor do other express tasks' steps 0-3
- * (placement.bpf.c), so the task's wakeup finds it idle, with its caches
- * and address space still loaded. The hold ends when any task starts on
- * the CPU (the task itself, pinned work, another express task) or when it
- * expires; a timer pinned to the CPU then kicks it so queued work runs.
+ * (placement.bpf.c), so the task's wakeup finds it idle: no IPI to a busy
+ * CPU and no switch-out of another task on the wakeup's path. (Fair work
+ * may run there before the window opens, below, so the caches and the
+ * address space are those of whatever ran last.) The hold ends when any
+ * task starts on the CPU (the task itself, pinned work, another express
+ * task) or when it expires; a timer pinned to the CPU then kicks it so
+ * queued work runs.
  *
  * A hold is a window, not the whole sleep. A task that sleeps 2 ms with a
  * spread of 0.1 ms will not be back in the first 1.5 ms, so fair work runs
@@ -33,7 +36,11 @@
  * would have paid happens before it, when no one waits. The window closes
  * at twice the average (at most hold_us). An irregular sleeper, whose
  * window would open at once, earns no hold (hold_start()). Measured in
- * docs/benchmarks.md, "Holding the CPU for an express task's return".
+ * docs/benchmarks.md, "Holding the CPU for an express task's return"; at
+ * 8 vCPUs the agent stand-in's steps cost the same with holds off: what
+ * is left there is not where the loop lands (its tool server, an irregular
+ * sleeper, preempts either way; "Where the agent's cpu4x tail goes at 8
+ * vCPUs").
  *
  * The price is the held window's idle time, taken from every other task. It
  * counts against the class quota (classes.*.max_share, budget.bpf.c), with
