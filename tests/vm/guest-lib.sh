@@ -164,14 +164,16 @@ hold_summary() {
         "$(_d "$@" hold_taken)" "$(_d "$@" hold_early)" "$(_d "$@" held_us)" "$(_d "$@" prev)" "$(_d "$@" preempt)"
 }
 
-# start_scx LOG [ARGS...]: start scx_express in the background with its
-# output in LOG, set $SCX_PID, and wait (up to 60 s) until it is attached.
+# start_scx LOG [ARGS...]: start scx_express (or the build named by
+# $SCX_BIN, one added with --bin) in the background with its output in
+# LOG, set $SCX_PID, and wait (up to 60 s) until it is attached.
 # Fails the scenario at once if it exits first, showing its log.
+# `scx_express stats`, `ps` and `mark` talk to whichever build runs.
 start_scx() {
     _log=$1
     shift
     _seq_before=$(enable_seq)
-    scx_express "$@" >"$_log" 2>&1 &
+    "${SCX_BIN:-scx_express}" "$@" >"$_log" 2>&1 &
     SCX_PID=$!
     _now_cs
     _deadline=$((_now + 6000))
@@ -479,25 +481,31 @@ agent_once() {
     wait "$_ap" || fail "the agent exited $?"
 }
 
-# start_sched LOG / stop_sched: attach and detach $SCHED, scx_express
-# (start_scx, stop_scx) or any other sched_ext scheduler (a peer from
-# --bin), with $SCHED_ARGS split into words; its pid in SCX_PID.
+# start_sched LOG / stop_sched: attach and detach $SCHED, a build of
+# scx_express (scx_express*: start_scx, stop_scx) or any other sched_ext
+# scheduler (a peer from --bin), with $SCHED_ARGS split into words; its pid
+# in SCX_PID.
 start_sched() {
-    if [ "$SCHED" = scx_express ]; then
+    case $SCHED in
+    scx_express*)
+        SCX_BIN=$SCHED
         # shellcheck disable=SC2086 # SCHED_ARGS is a word list
         start_scx "$1" $SCHED_ARGS
         return
-    fi
+        ;;
+    esac
     # shellcheck disable=SC2086
     $SCHED $SCHED_ARGS >"$1" 2>&1 &
     SCX_PID=$!
     wait_sched_state enabled 120 || { tail "$1"; fail "$SCHED did not attach"; }
 }
 stop_sched() {
-    if [ "$SCHED" = scx_express ]; then
+    case $SCHED in
+    scx_express*)
         stop_scx
         return
-    fi
+        ;;
+    esac
     kill -INT "$SCX_PID"
     wait "$SCX_PID"
     wait_sched_state disabled 20 || fail "$SCHED did not detach"

@@ -16,8 +16,7 @@
 #                 the ideal placement
 #   cpu4x         agent and hogs unpinned (the bench's cpu4x cell)
 # then, for each express variant in VARIANTS (comma-separated; default:
-# scx_express), that
-# build attached, loop and server marked `agent`:
+# scx_express), that build attached, loop and server marked `agent`:
 #   express-clean, express-cpu4x  (unpinned, as the bench)
 #   express-away  (pinned as hogs-away: the lane given the ideal placement)
 # (VARIANT-clean, ... for a variant other than scx_express)
@@ -106,17 +105,11 @@ while [ "$r" -lt "$REPS" ]; do
     run cpu4x '' '' 0
     r=$((r + 1))
 done
-# A variant's binary is copied over scx_express's, so that start_scx, stop_scx
-# and `scx_express stats` use it. (Not a symlink earlier in PATH: the shell
-# remembers where it found scx_express the first time, and a first try ran
-# the default build for every variant.)
-own=$(command -v scx_express) || fail "no scx_express"
-cp "$own" /tmp/scx_express.own
+# A variant runs through start_scx's SCX_BIN; `scx_express stats` reads
+# whichever build runs.
 for variant in $(echo "$VARIANTS" | tr , " "); do
-    bin=${variant%@*}
-    path=$(command -v "$bin") || fail "no binary $bin (bundle.sh --bin)"
-    [ "$bin" = scx_express ] && path=/tmp/scx_express.own
-    cp "$path" "$own"
+    SCX_BIN=${variant%@*}
+    path=$(command -v "$SCX_BIN") || fail "no binary $SCX_BIN (bundle.sh --bin)"
     : >/tmp/variant.toml
     case $variant in
     *@nohold) printf '[classes.agent]\nhold_us = 0\n' >/tmp/variant.toml ;;
@@ -125,7 +118,7 @@ for variant in $(echo "$VARIANTS" | tr , " "); do
     # Phase names: express-clean for the default build, else VARIANT-clean.
     tag=$variant
     [ "$tag" != scx_express ] || tag=express
-    log "isolation: variant $variant: $(sha256sum "$own" | cut -c1-12)"
+    log "isolation: variant $variant: $(sha256sum "$path" | cut -c1-12)"
     start_scx /tmp/sched.log --config /tmp/variant.toml
     r=0
     while [ "$r" -lt "$REPS" ]; do
