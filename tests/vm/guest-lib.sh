@@ -158,8 +158,9 @@ snap_delta() {
 # time held and where its wakeups landed (tests 46 and 56 print it).
 hold_summary() {
     _d() { snap_delta "$1" "$2" "classes.$3.$4"; }
-    printf 'holds %s (taken back %s; refused %s for quota, %s irregular; ' \
-        "$(_d "$@" holds)" "$(_d "$@" hold_back)" "$(_d "$@" hold_no_quota)" "$(_d "$@" hold_irregular)"
+    printf 'holds %s (%s whole-sleep; taken back %s; refused %s for quota, %s irregular; ' \
+        "$(_d "$@" holds)" "$(_d "$@" hold_whole)" "$(_d "$@" hold_back)" "$(_d "$@" hold_no_quota)" \
+        "$(_d "$@" hold_irregular)"
     printf '%s taken by others, %s back before the window), held %s us; wakeups: prev %s, preempt %s\n' \
         "$(_d "$@" hold_taken)" "$(_d "$@" hold_early)" "$(_d "$@" held_us)" "$(_d "$@" prev)" "$(_d "$@" preempt)"
 }

@@ -2,8 +2,8 @@
 # Express hold (hold.bpf.c, classes.agent.hold_us, on by default): with
 # every CPU busy with hogs, an agent loop marked agent goes back to the
 # CPU it slept on, held idle for it, instead of preempting a hog at each
-# wakeup (its tool server, marked too, sleeps too irregularly to earn
-# holds, and gets none): most holds are taken back in time, and
+# wakeup (its tool server, marked too, sleeps irregularly: its holds
+# cover whole sleeps, from half the quota): most holds are taken back, and
 # wakeups land on the previous CPU, which a busy machine without holds
 # leaves them only by chance. The held time stays within the class's
 # max_share of the machine (running time first). A reload with
@@ -53,18 +53,20 @@ echo "ok: held CPUs are taken back ($back of $holds): $prev wakeups on the previ
 
 # The tool server alternates its 2 ms reply delay with a wait of a few
 # hundred us for the next request: too irregular to predict its return, so
-# it earns no hold (hold.bpf.c), and the holds are the loop's, at most one
-# per step, its 20 unmeasured warmup steps included; the refusals counted
-# as irregular are the rule at work. On a busy CI host the loop's burst
-# runs slower, the server's wait grows towards its 2 ms delay and some of
-# its sleeps look regular (CI runs have counted holds up to about a tenth
-# above the steps), so the bound leaves the server up to a quarter of the
-# steps.
+# its holds cover its whole sleep and draw only on the first half of the
+# class quota (hold.bpf.c). At 2 vCPUs with max_share 0.25 that half is
+# a quarter of a CPU, mostly the loop's own running: the server gets some
+# whole-sleep holds, is refused the rest (irregular), and the loop keeps
+# its windowed holds, which the server's took from it when they could
+# use the whole quota (about 1800 of them refused per 6 s). Locally: 645
+# whole-sleep holds, 3055 refused, 1055 windowed for 1844 steps.
 steps=$(line_value /tmp/agent.out steps 1) || fail "the agent printed no step count"
-echo "steps $steps, holds $holds, refused as irregular $irregular"
-[ "$irregular" -ge 100 ] || fail "only $irregular of the tool server's sleeps were refused a hold as irregular"
-[ "$holds" -le $((steps * 5 / 4 + 20)) ] || fail "$holds holds for $steps steps: the tool server was held too"
-echo "ok: the irregular tool server earns few holds ($irregular refused; $holds holds for $steps steps)"
+whole=$(delta classes.agent.hold_whole)
+echo "steps $steps, holds $holds ($whole whole-sleep), irregular sleeps not held $irregular"
+[ "$whole" -ge 20 ] || fail "only $whole whole-sleep holds for the irregular tool server"
+[ "$irregular" -ge 100 ] || fail "only $irregular of the server's sleeps refused: its holds used more than half the quota"
+[ $(((holds - whole) * 3)) -ge "$steps" ] || fail "the loop kept only $((holds - whole)) windowed holds for $steps steps"
+echo "ok: the irregular server's whole-sleep holds ($whole; $irregular refused) leave the loop its holds ($((holds - whole)) for $steps steps)"
 
 # max_share 0.25 of 2 CPUs: at most half a CPU of running plus holding,
 # so holds alone stay under 0.5 x the wall time (10000 us per cs), plus

@@ -392,6 +392,7 @@ pub const LANE_COUNTERS: &[(&str, &str)] = &[
     ("classes.{c}.hold_no_quota", "lane_hold_no_quota"),
     ("classes.{c}.hold_irregular", "lane_hold_irregular"),
     ("classes.{c}.hold_spare", "lane_hold_spare"),
+    ("classes.{c}.hold_whole", "lane_hold_whole"),
     ("classes.{c}.hold_taken", "lane_hold_taken"),
     ("classes.{c}.hold_early", "lane_hold_early"),
     ("fair_wakeups", "fair_wakeups"),
