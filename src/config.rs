@@ -187,6 +187,7 @@ pub struct ClassConfig {
     pub max_share: f64,
     pub latency_target_us: u64,
     pub hold_us: u64,
+    pub hold_whole: bool,
     pub scope: Scope,
 }
 
@@ -300,6 +301,7 @@ impl Default for Classes {
                 max_share: 0.5,
                 latency_target_us: 1000,
                 hold_us: 0,
+                hold_whole: false,
                 scope: Scope::Thread,
             },
             agent: ClassConfig {
@@ -309,6 +311,7 @@ impl Default for Classes {
                 max_share: 0.25,
                 latency_target_us: 2000,
                 hold_us: 5000,
+                hold_whole: false,
                 scope: Scope::Thread,
             },
         }
@@ -327,6 +330,7 @@ impl<'de> Deserialize<'de> for Classes {
             max_share: Option<f64>,
             latency_target_us: Option<u64>,
             hold_us: Option<u64>,
+            hold_whole: Option<bool>,
             scope: Option<Scope>,
         }
         #[derive(Deserialize)]
@@ -344,6 +348,7 @@ impl<'de> Deserialize<'de> for Classes {
                 max_share: p.max_share.unwrap_or(base.max_share),
                 latency_target_us: p.latency_target_us.unwrap_or(base.latency_target_us),
                 hold_us: p.hold_us.unwrap_or(base.hold_us),
+                hold_whole: p.hold_whole.unwrap_or(base.hold_whole),
                 scope: p.scope.unwrap_or(base.scope),
             }
         }
@@ -921,6 +926,14 @@ mod tests {
         assert_eq!((d.classes.gpu.hold_us, d.classes.agent.hold_us), (0, 5000));
         let c = Config::parse("[classes.agent]\nhold_us = 0\n", "t").unwrap();
         assert_eq!(c.classes.agent.hold_us, 0);
+        assert!(!d.classes.agent.hold_whole && !d.classes.gpu.hold_whole);
+        let c = Config::parse("[classes.agent]\nhold_whole = true\n", "t").unwrap();
+        assert!(c.classes.agent.hold_whole && !c.classes.gpu.hold_whole);
+        assert_eq!(c.classes.agent.hold_us, d.classes.agent.hold_us);
+        assert_eq!(
+            err_keys("[classes.agent]\nhold_whole = 1\n"),
+            ["classes.agent.hold_whole"]
+        );
         assert_eq!(c.classes.agent.rate, d.classes.agent.rate);
         assert_eq!(
             err_keys("[classes.gpu]\nhold_us = 20001\n"),

@@ -84,6 +84,7 @@ pub fn apply_knobs(k: &mut crate::bpf_skel::types::data_knobs, cfg: &Config, top
         k.class_quota_ns[i] = quota_ns(class.max_share, nr_cpus);
         k.class_lat_target_ns[i] = class.latency_target_us * US;
         k.class_hold_ns[i] = class.hold_us * US;
+        k.class_hold_whole[i] = class.hold_whole;
     }
     apply_tenant_knobs(k, cfg, nr_cpus);
 }

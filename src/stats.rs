@@ -187,10 +187,10 @@ stat_table! {
         "express_hold_no_quota",
         "Holds not started because the class quota (max_share) had no room left";
     hold_whole: Counter Events Source::Lane(lane_stat_idx_LANE_HOLD_WHOLE), "express_hold_whole",
-        "Of holds, those of an irregular sleeper over its whole sleep (first half of max_share)";
+        "Of holds, those over the whole sleep (classes.*.hold_whole)";
     hold_irregular: Counter Events Source::Lane(lane_stat_idx_LANE_HOLD_IRREGULAR),
         "express_hold_irregular",
-        "Irregular sleepers not held: the class had used half its quota (max_share)";
+        "Holds not started because the task's sleeps are too irregular to predict its return";
     hold_spare: Counter Events Source::Lane(lane_stat_idx_LANE_HOLD_SPARE), "express_hold_spare",
         "Holds not started because another CPU the task may use was idle (machine not saturated)";
     hold_taken: Counter Events Source::Lane(lane_stat_idx_LANE_HOLD_TAKEN), "express_hold_taken",

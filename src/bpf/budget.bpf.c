@@ -202,17 +202,16 @@ __hidden bool budget_extend(struct task_ctx *tctx, u32 class, u64 now)
 
 /*
  * May @class hold a CPU idle for @ns more at @now (hold.bpf.c)? Only in
- * what its running time and earlier holds left of this period's quota,
- * shifted right by @shift (1: only in its first half): running comes
- * first, so a hold never makes budget_denial() refuse one of the class's
- * wakeups.
+ * what its running time and earlier holds left of this period's quota:
+ * running comes first, so a hold never makes budget_denial() refuse one
+ * of the class's wakeups.
  */
-__hidden bool budget_hold_fits(u32 class, u64 ns, u64 now, u32 shift)
+__hidden bool budget_hold_fits(u32 class, u64 ns, u64 now)
 {
 	if (class >= NR_CLASSES)
 		return false;
 	period_roll(&class_period_start[class], &class_used_ns[class], &class_held_ns[class], now);
-	return class_used_ns[class] + class_held_ns[class] + ns <= class_quota_ns[class] >> shift;
+	return class_used_ns[class] + class_held_ns[class] + ns <= class_quota_ns[class];
 }
 
 /* @class's tasks had a CPU held idle for @ns. */

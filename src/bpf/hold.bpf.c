@@ -34,13 +34,17 @@
  * SCX_OPS_ENQ_LAST, so the kernel does not simply keep it: main.bpf.c's
  * ops.enqueue() sends it to the shared DSQ). The preemption the wakeup
  * would have paid happens before it, when no one waits. The window closes
- * at twice the average (at most hold_us). An irregular sleeper's window
- * opens at once and covers its whole sleep: such holds draw only on the
- * first half of the class quota (hold_start()). Measured in
- * docs/benchmarks.md, "Holding the CPU for an express task's return" and
- * "Whole-sleep holds for irregular sleepers" (at 8 vCPUs what cost the
- * agent stand-in was not where its loop landed but its tool server, an
- * irregular sleeper, preempting a hog at each wakeup).
+ * at twice the average (at most hold_us). An irregular sleeper, whose
+ * window would open at once, earns no hold (hold_start()). Measured in
+ * docs/benchmarks.md, "Holding the CPU for an express task's return".
+ *
+ * A class with hold_whole holds each sleep from its start instead, an
+ * irregular sleeper's too: nothing else runs on the CPU while its task
+ * sleeps, so it comes back to its own caches and address space, at the
+ * price of the whole sleep. At 8 vCPUs under cpu4x that is what the agent
+ * stand-in needed: windows (the loop's) left its typical step ~250 us
+ * over clean, whole sleeps for the loop only ~150 us, for the loop and
+ * its tool server 30-50 us ("Whole-sleep holds").
  *
  * The price is the held window's idle time, taken from every other task. It
  * counts against the class quota (classes.*.max_share, budget.bpf.c), with
@@ -64,6 +68,15 @@
  * thirds of a CPU, which is why the class quota bounds it.
  */
 KNOB u64 class_hold_ns[NR_CLASSES];
+
+/*
+ * classes.<class>.hold_whole: hold the whole sleep, not the window
+ * (hold_start()), and hold irregular sleepers too. Costs up to the whole
+ * sleep of everyone's CPU time per hold, so the class quota binds sooner:
+ * at 8 vCPUs one agent stand-in and its tool server held ~1.8 CPUs under
+ * cpu4x (docs/benchmarks.md, "Whole-sleep holds").
+ */
+KNOB bool class_hold_whole[NR_CLASSES];
 
 /* Held CPUs now (expired ones included until their timer ends them). */
 volatile u32 nr_holds;
@@ -289,25 +302,30 @@ __hidden void hold_start(struct task_struct *p, struct task_ctx *tctx, s32 cpu, 
 		return;
 	}
 	/*
-	 * A sleeper whose deviation is 7/16 of its average or more could be
-	 * back at any time: its window opens at once and covers the whole
-	 * sleep, a bet of up to 2 x its average of everyone's CPU time on
-	 * one preemption saved. Such holds draw only on the first half of
-	 * the class quota (shift 1), so a class's regular sleepers, whose
-	 * windows cost a fraction of that, keep the rest. (The bench's tool
-	 * server alternates a 2 ms timer sleep with a wait of a few hundred
-	 * us for the next request. At 2 vCPUs its whole-sleep holds, on the
-	 * whole quota, took it first, and ~1800 of the agent loop's holds
-	 * per 6 s cell were refused. At 8 vCPUs, refused, each of its
-	 * wakeups preempted a hog, and holding its whole sleeps took the
-	 * agent's cpu4x p50 from ~600 to ~410 us against ~330 clean:
-	 * docs/benchmarks.md, "Whole-sleep holds for irregular sleepers".)
+	 * classes.<class>.hold_whole: the whole sleep is held, so nothing
+	 * else runs on the CPU while the task sleeps, and its caches, TLB
+	 * and address space are its own when it returns. Under TCG a switch
+	 * from a hog's address space costs ~100-200 us (an emptied software
+	 * TLB); natively us plus cache refills.
 	 */
-	if (!early && !budget_hold_fits(class, ns, now, 1)) {
+	if (class_hold_whole[class]) {
+		early = 0;
+	} else if (!early) {
+		/*
+		 * A sleeper whose deviation is 7/16 of its average or more
+		 * could be back at any time: its window would open at once
+		 * and cover the whole sleep, a bet of up to 2 x its average
+		 * of everyone's CPU time on one preemption saved. Without
+		 * hold_whole it earns none: its wakeup preempts. (The bench's
+		 * tool server alternates a 2 ms timer sleep with a wait of a
+		 * few hundred us for the next request; at 2 vCPUs its
+		 * whole-sleep holds took the agent class quota first, and
+		 * ~1800 of the agent loop's holds per 6 s cell were refused.)
+		 */
 		lane_stat_inc(class, LANE_HOLD_IRREGULAR);
 		return;
 	}
-	if (early && !budget_hold_fits(class, ns - early, now, 0)) {
+	if (!budget_hold_fits(class, ns - early, now)) {
 		lane_stat_inc(class, LANE_HOLD_NO_QUOTA);
 		return;
 	}

@@ -90,12 +90,12 @@ enum lane_stat_idx {
 	LANE_HOLD_BACK,	     /* of those, the task came back to it within the hold */
 	LANE_HELD_NS,	     /* CPU time held idle (ns) */
 	LANE_HOLD_NO_QUOTA,  /* holds not started: the class quota had no room */
-	LANE_HOLD_IRREGULAR, /* irregular sleeper not held: half the class quota used */
+	LANE_HOLD_IRREGULAR, /* holds not started: the task's sleeps are too irregular */
 	LANE_HOLD_SPARE,     /* holds not started: another CPU it may use was idle */
 	LANE_HOLD_TAKEN,     /* holds ended by another task before their task's return */
 	LANE_HOLD_EARLY,     /* of holds, the task came back before the window opened */
 	LANE_BEHIND,	     /* every CPU busy with express work: queued behind it */
-	LANE_HOLD_WHOLE,     /* of holds, an irregular sleeper's, over its whole sleep */
+	LANE_HOLD_WHOLE,     /* of holds, over the whole sleep (classes.*.hold_whole) */
 	NR_LANE_STATS,
 };
 

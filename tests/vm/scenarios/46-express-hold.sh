@@ -2,11 +2,12 @@
 # Express hold (hold.bpf.c, classes.agent.hold_us, on by default): with
 # every CPU busy with hogs, an agent loop marked agent goes back to the
 # CPU it slept on, held idle for it, instead of preempting a hog at each
-# wakeup (its tool server, marked too, sleeps irregularly: its holds
-# cover whole sleeps, from half the quota): most holds are taken back, and
+# wakeup (its tool server, marked too, sleeps too irregularly to earn
+# holds, and gets none): most holds are taken back in time, and
 # wakeups land on the previous CPU, which a busy machine without holds
 # leaves them only by chance. The held time stays within the class's
 # max_share of the machine (running time first). A reload with
+# hold_whole = true makes every hold cover its whole sleep, and one with
 # hold_us = 0 stops the holds live, and the wakeups preempt.
 # vmtest: smp=2 timeout=240 bins=target/release/scx_express,/usr/bin/stress-ng
 # vmtest: files=workloads/build:/opt/w
@@ -36,6 +37,16 @@ agent_run() {
     t=$(($(uptime_cs) - t0))
     stats_snapshot /tmp/s1
 }
+# reloads N: the log shows N reloads of $CFG.
+reloads() { [ "$(grep -c "reloaded $CFG" /tmp/scx.log)" -ge "$1" ]; }
+# reload_agent N TOML: write [classes.agent] TOML as the config, reload
+# (the Nth reload), then run the agent for 3 s.
+reload_agent() {
+    printf '[classes.agent]\n%s\n' "$2" >"$CFG"
+    kill -HUP "$SCX_PID"
+    wait_until 10 reloads "$1" || { cat /tmp/scx.log; fail "reload $1 ($2) not logged"; }
+    agent_run 3
+}
 # delta KEY: KEY's increase between /tmp/s0 and /tmp/s1.
 delta() { snap_delta /tmp/s0 /tmp/s1 "$1"; }
 
@@ -53,20 +64,18 @@ echo "ok: held CPUs are taken back ($back of $holds): $prev wakeups on the previ
 
 # The tool server alternates its 2 ms reply delay with a wait of a few
 # hundred us for the next request: too irregular to predict its return, so
-# its holds cover its whole sleep and draw only on the first half of the
-# class quota (hold.bpf.c). At 2 vCPUs with max_share 0.25 that half is
-# a quarter of a CPU, mostly the loop's own running: the server gets some
-# whole-sleep holds, is refused the rest (irregular), and the loop keeps
-# its windowed holds, which the server's took from it when they could
-# use the whole quota (about 1800 of them refused per 6 s). Locally: 645
-# whole-sleep holds, 3055 refused, 1055 windowed for 1844 steps.
+# it earns no hold (hold.bpf.c), and the holds are the loop's, at most one
+# per step, its 20 unmeasured warmup steps included; the refusals counted
+# as irregular are the rule at work. On a busy CI host the loop's burst
+# runs slower, the server's wait grows towards its 2 ms delay and some of
+# its sleeps look regular (CI runs have counted holds up to about a tenth
+# above the steps), so the bound leaves the server up to a quarter of the
+# steps.
 steps=$(line_value /tmp/agent.out steps 1) || fail "the agent printed no step count"
-whole=$(delta classes.agent.hold_whole)
-echo "steps $steps, holds $holds ($whole whole-sleep), irregular sleeps not held $irregular"
-[ "$whole" -ge 20 ] || fail "only $whole whole-sleep holds for the irregular tool server"
-[ "$irregular" -ge 100 ] || fail "only $irregular of the server's sleeps refused: its holds used more than half the quota"
-[ $(((holds - whole) * 3)) -ge "$steps" ] || fail "the loop kept only $((holds - whole)) windowed holds for $steps steps"
-echo "ok: the irregular server's whole-sleep holds ($whole; $irregular refused) leave the loop its holds ($((holds - whole)) for $steps steps)"
+echo "steps $steps, holds $holds, refused as irregular $irregular"
+[ "$irregular" -ge 100 ] || fail "only $irregular of the tool server's sleeps were refused a hold as irregular"
+[ "$holds" -le $((steps * 5 / 4 + 20)) ] || fail "$holds holds for $steps steps: the tool server was held too"
+echo "ok: the irregular tool server earns few holds ($irregular refused; $holds holds for $steps steps)"
 
 # max_share 0.25 of 2 CPUs: at most half a CPU of running plus holding,
 # so holds alone stay under 0.5 x the wall time (10000 us per cs), plus
@@ -75,11 +84,20 @@ bound=$((t * 5500))
 [ "$held" -le "$bound" ] || fail "held $held us in $t cs: over max_share's bound $bound us"
 echo "ok: held time within max_share ($held <= $bound us)"
 
+# Reload with hold_whole: every hold covers its whole sleep, the tool
+# server's included (no sleep refused as irregular).
+reload_agent 1 'hold_whole = true'
+holds=$(delta classes.agent.holds)
+whole=$(delta classes.agent.hold_whole)
+irregular=$(delta classes.agent.hold_irregular)
+echo "hold_whole: $(hold_summary /tmp/s0 /tmp/s1 agent)"
+[ "$holds" -ge 100 ] || fail "only $holds holds with hold_whole"
+[ "$whole" = "$holds" ] || fail "$whole of $holds holds over the whole sleep with hold_whole"
+[ "$irregular" = 0 ] || fail "$irregular sleeps refused as irregular with hold_whole"
+echo "ok: hold_whole by reload holds whole sleeps ($whole), the irregular server's too"
+
 # Reload with holds off: they stop at once.
-printf '[classes.agent]\nhold_us = 0\n' >"$CFG"
-kill -HUP "$SCX_PID"
-wait_until 10 grep -q "reloaded $CFG" /tmp/scx.log || { cat /tmp/scx.log; fail "reload not logged"; }
-agent_run 3
+reload_agent 2 'hold_us = 0'
 holds=$(delta classes.agent.holds)
 prev=$(delta classes.agent.prev)
 pre=$(delta classes.agent.preempt)
