@@ -518,7 +518,7 @@ const LANE_COLUMNS: &[(&str, &str)] = &[
     ("lane_held_us", "held (µs)"),
     ("lane_hold_no_quota", "holds refused (quota)"),
     ("lane_hold_whole", "whole-sleep holds"),
-    ("lane_hold_irregular", "irregular, not held"),
+    ("lane_hold_irregular", "holds refused (irregular)"),
     ("lane_hold_spare", "not held (CPU idle)"),
     ("lane_hold_taken", "holds taken by others"),
     ("lane_hold_early", "back before window"),
