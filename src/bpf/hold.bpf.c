@@ -40,11 +40,12 @@
  *
  * A class with hold_whole holds each sleep from its start instead, an
  * irregular sleeper's too: nothing else runs on the CPU while its task
- * sleeps, so it comes back to its own caches and address space, at the
- * price of the whole sleep. At 8 vCPUs under cpu4x that is what the agent
- * stand-in needed: windows (the loop's) left its typical step ~250 us
- * over clean, whole sleeps for the loop only ~150 us, for the loop and
- * its tool server 30-50 us ("Whole-sleep holds").
+ * sleeps, so it comes back to its own caches, TLB and address space (a
+ * switch from another task's costs ~100 us under TCG, an emptied software
+ * TLB; natively us plus cache refills), at the price of the whole sleep,
+ * within the same quota. At 8 vCPUs under cpu4x windows left the agent
+ * stand-in's typical step well above its clean time, whole sleeps close
+ * to it (docs/benchmarks.md, "Whole-sleep holds").
  *
  * The price is the held window's idle time, taken from every other task. It
  * counts against the class quota (classes.*.max_share, budget.bpf.c), with
@@ -70,11 +71,9 @@
 KNOB u64 class_hold_ns[NR_CLASSES];
 
 /*
- * classes.<class>.hold_whole: hold the whole sleep, not the window
- * (hold_start()), and hold irregular sleepers too. Costs up to the whole
- * sleep of everyone's CPU time per hold, so the class quota binds sooner:
- * at 8 vCPUs one agent stand-in and its tool server held ~1.8 CPUs under
- * cpu4x (docs/benchmarks.md, "Whole-sleep holds").
+ * classes.<class>.hold_whole: hold each sleep whole, irregular sleepers'
+ * too (header comment). Each hold costs its whole sleep, so the class
+ * quota binds sooner.
  */
 KNOB bool class_hold_whole[NR_CLASSES];
 
@@ -301,13 +300,7 @@ __hidden void hold_start(struct task_struct *p, struct task_ctx *tctx, s32 cpu, 
 		lane_stat_inc(class, LANE_HOLD_SPARE);
 		return;
 	}
-	/*
-	 * classes.<class>.hold_whole: the whole sleep is held, so nothing
-	 * else runs on the CPU while the task sleeps, and its caches, TLB
-	 * and address space are its own when it returns. Under TCG a switch
-	 * from a hog's address space costs ~100-200 us (an emptied software
-	 * TLB); natively us plus cache refills.
-	 */
+	/* hold_whole: the window opens at once (header comment). */
 	if (class_hold_whole[class]) {
 		early = 0;
 	} else if (!early) {
