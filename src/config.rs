@@ -311,7 +311,7 @@ impl Default for Classes {
                 max_share: 0.25,
                 latency_target_us: 2000,
                 hold_us: 5000,
-                hold_whole: false,
+                hold_whole: true,
                 scope: Scope::Thread,
             },
         }
@@ -926,9 +926,9 @@ mod tests {
         assert_eq!((d.classes.gpu.hold_us, d.classes.agent.hold_us), (0, 5000));
         let c = Config::parse("[classes.agent]\nhold_us = 0\n", "t").unwrap();
         assert_eq!(c.classes.agent.hold_us, 0);
-        assert!(!d.classes.agent.hold_whole && !d.classes.gpu.hold_whole);
-        let c = Config::parse("[classes.agent]\nhold_whole = true\n", "t").unwrap();
-        assert!(c.classes.agent.hold_whole && !c.classes.gpu.hold_whole);
+        assert!(d.classes.agent.hold_whole && !d.classes.gpu.hold_whole);
+        let c = Config::parse("[classes.agent]\nhold_whole = false\n", "t").unwrap();
+        assert!(!c.classes.agent.hold_whole && !c.classes.gpu.hold_whole);
         assert_eq!(c.classes.agent.hold_us, d.classes.agent.hold_us);
         assert_eq!(
             err_keys("[classes.agent]\nhold_whole = 1\n"),

@@ -1,21 +1,22 @@
 #!/bin/sh
-# Express hold (hold.bpf.c, classes.agent.hold_us, on by default): with
-# every CPU busy with hogs, an agent loop marked agent goes back to the
-# CPU it slept on, held idle for it, instead of preempting a hog at each
-# wakeup (its tool server, marked too, sleeps too irregularly to earn
-# holds, and gets none): most holds are taken back in time, and
-# wakeups land on the previous CPU, which a busy machine without holds
-# leaves them only by chance. The held time stays within the class's
-# max_share of the machine (running time first). A reload with
-# hold_whole = true makes every hold cover its whole sleep, and one with
-# hold_us = 0 stops the holds live, and the wakeups preempt.
+# Express hold (hold.bpf.c, classes.agent.hold_us, on by default), first
+# as windows (hold_whole = false): with every CPU busy with hogs, an
+# agent loop marked agent goes back to the CPU it slept on, held idle for
+# it, instead of preempting a hog at each wakeup (its tool server, marked
+# too, sleeps too irregularly to earn a window, and gets none): most holds
+# are taken back in time, and wakeups land on the previous CPU, which a
+# busy machine without holds leaves them only by chance. The held time
+# stays within the class's max_share of the machine (running time first).
+# A reload back to the default, hold_whole = true, makes every hold cover
+# its whole sleep, and one with hold_us = 0 stops the holds live, and the
+# wakeups preempt.
 # vmtest: smp=2 timeout=240 bins=target/release/scx_express,/usr/bin/stress-ng
 # vmtest: files=workloads/build:/opt/w
 # shellcheck source=../guest-lib.sh
 . /lib/vmtest/guest-lib.sh
 
 CFG=/tmp/cfg.toml
-: >"$CFG"
+printf '[classes.agent]\nhold_whole = false\n' >"$CFG"
 start_scx /tmp/scx.log --config "$CFG"
 stress-ng --cpu $(($(nproc) * 4)) --cpu-method fft --timeout 60s >/dev/null 2>&1 &
 hogs=$!
@@ -84,8 +85,8 @@ bound=$((t * 5500))
 [ "$held" -le "$bound" ] || fail "held $held us in $t cs: over max_share's bound $bound us"
 echo "ok: held time within max_share ($held <= $bound us)"
 
-# Reload with hold_whole: every hold covers its whole sleep, the tool
-# server's included (no sleep refused as irregular).
+# Reload with the default hold_whole = true: every hold covers its whole
+# sleep, the tool server's included (no sleep refused as irregular).
 reload_agent 1 'hold_whole = true'
 holds=$(delta classes.agent.holds)
 whole=$(delta classes.agent.hold_whole)

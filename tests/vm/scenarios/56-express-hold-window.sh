@@ -7,11 +7,14 @@
 # well under the sleep (hogs used the CPU until the window opened). With
 # holds over the whole sleep it would be about the sleep itself, and
 # without the window's preemption the returns would preempt a hog.
+# Windows are the agent class's holds with hold_whole = false (the default
+# holds whole sleeps, which 46-express-hold.sh covers).
 # vmtest: smp=2 timeout=240 bins=target/release/scx_express,/usr/bin/stress-ng,/usr/bin/cyclictest
 # shellcheck source=../guest-lib.sh
 . /lib/vmtest/guest-lib.sh
 
-start_scx /tmp/scx.log
+printf '[classes.agent]\nhold_whole = false\n' >/tmp/cfg.toml
+start_scx /tmp/scx.log --config /tmp/cfg.toml
 stress-ng --cpu $(($(nproc) * 4)) --cpu-method fft --timeout 60s >/dev/null 2>&1 &
 hogs=$!
 sleep 1
