@@ -21,8 +21,9 @@
 #   express-away  (pinned as hogs-away: the lane given the ideal placement)
 # (VARIANT-clean, ... for a variant other than scx_express)
 # A variant is a binary's name (one added with bundle.sh's --bin runs in
-# place of scx_express) with an optional @nohold (classes.agent.hold_us = 0)
-# or @whole (classes.agent.hold_whole = true).
+# place of scx_express) with an optional @nohold (classes.agent.hold_us = 0),
+# @whole (classes.agent.hold_whole = true, the default since 1af0c52) or
+# @windows (hold_whole = false: holds from the expected return only).
 # One line per run: p50/p99 of the local tail (us), the think step's CPU
 # time (burst_us: fixed work, so a rise means the vCPU ran code slower),
 # and of the steps over 1 ms those where the server's write took over half;
@@ -115,6 +116,7 @@ for variant in $(echo "$VARIANTS" | tr , " "); do
     case $variant in
     *@nohold) printf '[classes.agent]\nhold_us = 0\n' >/tmp/variant.toml ;;
     *@whole) printf '[classes.agent]\nhold_whole = true\n' >/tmp/variant.toml ;;
+    *@windows) printf '[classes.agent]\nhold_whole = false\n' >/tmp/variant.toml ;;
     *@*) fail "unknown variant option in $variant" ;;
     esac
     # Phase names: express-clean for the default build, else VARIANT-clean.
