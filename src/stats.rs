@@ -185,7 +185,7 @@ stat_table! {
         "CPU time held idle for the class's sleeping tasks (us), counted in max_share";
     hold_no_quota: Counter Events Source::Lane(lane_stat_idx_LANE_HOLD_NO_QUOTA),
         "express_hold_no_quota",
-        "Holds not started because the class quota (max_share) had no room left";
+        "Holds not started because the class quota (max_share), or the task's tenant's, had no room left";
     hold_whole: Counter Events Source::Lane(lane_stat_idx_LANE_HOLD_WHOLE), "express_hold_whole",
         "Of holds, those over the whole sleep (classes.*.hold_whole)";
     hold_irregular: Counter Events Source::Lane(lane_stat_idx_LANE_HOLD_IRREGULAR),

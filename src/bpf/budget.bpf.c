@@ -17,7 +17,9 @@
  * tasks' buckets use the tenant's burst and rate, and the tenant has a
  * quota of its own per period, so that one tenant's runaway tasks cannot
  * spend another tenant's share. The class quota still applies on top: it
- * bounds all tenants of the class and the tasks in none together.
+ * bounds all tenants of the class and the tasks in none together. CPUs
+ * held idle for a tenant's tasks (hold.bpf.c) count in both quotas too,
+ * so one tenant's agents cannot keep the class's held CPUs to themselves.
  */
 #include "express.bpf.h"
 
@@ -56,9 +58,10 @@ KNOB u64 tenant_burst_ns[MAX_TENANTS];
 KNOB u64 tenant_rate_ppm[MAX_TENANTS];
 KNOB u64 tenant_quota_ns[MAX_TENANTS];
 
-/* Per tenant: start of the current period and express time used in it. */
+/* Per tenant: start of the current period, express time used and CPU time held in it. */
 volatile u64 tenant_period_start[MAX_TENANTS];
 volatile u64 tenant_used_ns[MAX_TENANTS];
+volatile u64 tenant_held_ns[MAX_TENANTS];
 
 /*
  * @tctx's tenant (index + 1) as of its last resolution, if that tenant is
@@ -127,8 +130,8 @@ static u32 budget_denial(struct task_ctx *tctx, u32 class, u64 now)
 	if (tctx->tokens_ns <= 0)
 		return LANE_NO_TOKENS;
 	if (t && t <= MAX_TENANTS &&
-	    !under_quota(&tenant_period_start[t - 1], &tenant_used_ns[t - 1], NULL,
-			 tenant_quota_ns[t - 1], now))
+	    !under_quota(&tenant_period_start[t - 1], &tenant_used_ns[t - 1],
+			 &tenant_held_ns[t - 1], tenant_quota_ns[t - 1], now))
 		return LANE_TENANT_CAP;
 	if (!under_quota(&class_period_start[class], &class_used_ns[class], &class_held_ns[class],
 			 class_quota_ns[class], now))
@@ -201,22 +204,31 @@ __hidden bool budget_extend(struct task_ctx *tctx, u32 class, u64 now)
 }
 
 /*
- * May @class hold a CPU idle for @ns more at @now (hold.bpf.c)? Only in
- * what its running time and earlier holds left of this period's quota:
- * running comes first, so a hold never makes budget_denial() refuse one
- * of the class's wakeups.
+ * May @class, and @t (tenant index + 1, 0: none), hold a CPU idle for @ns
+ * more at @now (hold.bpf.c)? Only in what running time and earlier holds
+ * left of this period's quota, the class's and the tenant's: running
+ * comes first, so a hold never makes budget_denial() refuse a wakeup.
  */
-__hidden bool budget_hold_fits(u32 class, u64 ns, u64 now)
+__hidden bool budget_hold_fits(u32 class, u32 t, u64 ns, u64 now)
 {
 	if (class >= NR_CLASSES)
 		return false;
 	period_roll(&class_period_start[class], &class_used_ns[class], &class_held_ns[class], now);
-	return class_used_ns[class] + class_held_ns[class] + ns <= class_quota_ns[class];
+	if (class_used_ns[class] + class_held_ns[class] + ns > class_quota_ns[class])
+		return false;
+	if (!t || t > MAX_TENANTS)
+		return true;
+	period_roll(&tenant_period_start[t - 1], &tenant_used_ns[t - 1], &tenant_held_ns[t - 1],
+		    now);
+	return tenant_used_ns[t - 1] + tenant_held_ns[t - 1] + ns <= tenant_quota_ns[t - 1];
 }
 
-/* @class's tasks had a CPU held idle for @ns. */
-__hidden void budget_charge_hold(u32 class, u64 ns)
+/* @class's tasks, of tenant @t (index + 1, 0: none), had a CPU held idle for @ns. */
+__hidden void budget_charge_hold(u32 class, u32 t, u64 ns)
 {
-	if (class < NR_CLASSES)
-		__sync_fetch_and_add(&class_held_ns[class], ns);
+	if (class >= NR_CLASSES)
+		return;
+	__sync_fetch_and_add(&class_held_ns[class], ns);
+	if (t && t <= MAX_TENANTS)
+		__sync_fetch_and_add(&tenant_held_ns[t - 1], ns);
 }

@@ -47,8 +47,8 @@ u32 budget_tenant(struct task_ctx *tctx, u32 class);
 bool budget_has_tokens(struct task_ctx *tctx, u32 class, u64 now);
 void budget_charge(struct task_ctx *tctx, u64 now);
 bool budget_extend(struct task_ctx *tctx, u32 class, u64 now);
-bool budget_hold_fits(u32 class, u64 ns, u64 now);
-void budget_charge_hold(u32 class, u64 ns);
+bool budget_hold_fits(u32 class, u32 t, u64 ns, u64 now);
+void budget_charge_hold(u32 class, u32 t, u64 ns);
 
 /* ---- Hold: an express task's CPU kept idle for its return (hold.bpf.c) ---- */
 s32 hold_init(void);

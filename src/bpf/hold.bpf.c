@@ -48,10 +48,11 @@
  * to it (docs/benchmarks.md, "Whole-sleep holds").
  *
  * The price is the held window's idle time, taken from every other task. It
- * counts against the class quota (classes.*.max_share, budget.bpf.c), with
- * a lower priority than running: a hold starts only if the class's
- * running time and held time in this period plus the hold fit in the
- * quota, while wakeups are denied only on running time. So holds never
+ * counts against the class quota (classes.*.max_share, budget.bpf.c), and
+ * for a tenant's task against the tenant's too, with a lower priority than
+ * running: a hold starts only if running time and held time in this
+ * period plus the hold fit in the quota, while wakeups are denied only on
+ * running time. So holds never
  * take the lane from the wakeups they serve, and running plus holding
  * stays within max_share of the machine (plus at most one hold per CPU).
  * Not the task's token bucket: a hold is not CPU time the task used.
@@ -139,7 +140,7 @@ static void hold_end(struct cpu_ctx *cc, u64 now, bool back)
 	/* Held: from the window's opening to its end (nothing before it). */
 	held = time_before(now, until) ? now : until;
 	held = time_before(cc->hold_start_ns, held) ? held - cc->hold_start_ns : 0;
-	budget_charge_hold(class, held);
+	budget_charge_hold(class, cc->hold_tenant, held);
 	lane_stat_add(class, LANE_HELD_NS, held);
 	if (back && held && time_before_eq(now, until))
 		lane_stat_inc(class, LANE_HOLD_BACK);
@@ -270,7 +271,7 @@ static bool idle_unheld(struct task_struct *p, const struct cpumask *idle)
  */
 __hidden void hold_start(struct task_struct *p, struct task_ctx *tctx, s32 cpu, struct cpu_ctx *cc)
 {
-	u32 class = tctx->lane_class, key = cpu;
+	u32 class = tctx->lane_class, key = cpu, tenant;
 	u64 now = bpf_ktime_get_ns(), ns, avg = tctx->sleep_avg_ns, early;
 	const struct cpumask *idle;
 	struct hold_timer *t;
@@ -318,7 +319,8 @@ __hidden void hold_start(struct task_struct *p, struct task_ctx *tctx, s32 cpu, 
 		lane_stat_inc(class, LANE_HOLD_IRREGULAR);
 		return;
 	}
-	if (!budget_hold_fits(class, ns - early, now)) {
+	tenant = budget_tenant(tctx, class);
+	if (!budget_hold_fits(class, tenant, ns - early, now)) {
 		lane_stat_inc(class, LANE_HOLD_NO_QUOTA);
 		return;
 	}
@@ -328,6 +330,7 @@ __hidden void hold_start(struct task_struct *p, struct task_ctx *tctx, s32 cpu, 
 	cc->hold_start_ns = now + early;
 	cc->hold_curr_pinned = 0;
 	cc->hold_class = class;
+	cc->hold_tenant = tenant;
 	cc->hold_pid = p->pid;
 	cc->hold_until_ns = now + ns;
 	__sync_fetch_and_add(&nr_holds, 1);

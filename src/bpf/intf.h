@@ -143,6 +143,7 @@ struct cpu_ctx {
 	u64 hold_start_ns;	  /* from (fair work may run here until then) */
 	u32 hold_curr_pinned;	  /* the fair task running before then can run only here */
 	u32 hold_class;		  /* the class charged for it */
+	u32 hold_tenant;	  /* and the tenant (index + 1, 0: none) */
 	s32 hold_pid;		  /* the task it is held for */
 };
 

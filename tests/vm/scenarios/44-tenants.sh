@@ -11,6 +11,10 @@
 #     express dispatches back.
 #  c) Moving the agent's process into ta's cgroup moves it to tenant ta:
 #     ps shows it, tb's wakeups stop and ta's grow.
+#  d) Held CPUs count in the tenant's quota: with plain hogs on every CPU,
+#     the agent, now in ta (whose share its runaway spends), gets its
+#     holds refused for quota though the class's max_share has room, and
+#     the time held for it stays within ta's share.
 # vmtest: smp=2 timeout=300 bins=target/release/scx_express files=workloads/build:/opt/w
 # shellcheck source=../guest-lib.sh
 . /lib/vmtest/guest-lib.sh
@@ -134,6 +138,20 @@ log "4 s after the move: tb wakeups $tb_w, ta wakeups $ta_w"
 [ "$tb_w" -eq 0 ] || fail_logs "tb still counts $tb_w wakeups after the move"
 [ "$ta_w" -gt 0 ] || fail_logs "ta counts no wakeups of the moved agent"
 echo "ok: the per-tenant stats followed the move"
+
+# d) Holds (classes.agent.hold_us, whole sleeps by default) need a
+# saturated machine: plain hogs, in no tenant and unmarked.
+for _ in 1 2 3 4; do /opt/w/hog --duration 12 >/dev/null 2>&1 & done
+window 6
+holds=$(d classes.agent.holds) noq=$(d classes.agent.hold_no_quota) held=$(d classes.agent.held_us)
+log "6 s saturated, the agent in ta: holds $holds, refused for quota $noq, held $held us"
+[ "$noq" -gt 0 ] || fail_logs "no hold was refused for ta's quota"
+# ta's quota is 0.02 x 2 CPUs x 100 ms = 4 ms per period: at most 60
+# periods' worth in 6 s, plus one hold (5 ms) per CPU started in a race.
+# The class's (max_share 1.0) would let the agent hold most of its sleeps.
+bound=$((60 * 4000 + 2 * 5000))
+[ "$held" -le "$bound" ] || fail_logs "held $held us for ta's tasks in 6 s: over ta's share ($bound)"
+echo "ok: holds for ta's tasks stay within ta's quota ($held us held, $noq refused, $holds taken)"
 
 if dmesg_has 'runnable task stall'; then fail "the kernel saw a stall"; fi
 check "still attached" sched_state_is enabled
