@@ -121,6 +121,18 @@ static bool under_quota(volatile u64 *start, volatile u64 *used, volatile u64 *h
 	return period_roll(start, used, held, now) || *used < quota;
 }
 
+/*
+ * Is there room in the period at @start, with @used run and @held held of
+ * @quota, for a hold of @ns more at @now? Holds come after running time:
+ * under_quota() looks at @used alone.
+ */
+static bool hold_room(volatile u64 *start, volatile u64 *used, volatile u64 *held, u64 quota,
+		      u64 ns, u64 now)
+{
+	period_roll(start, used, held, now);
+	return *used + *held + ns <= quota;
+}
+
 /* Why @tctx may not use the lane now (its lane stat), or NR_LANE_STATS. */
 static u32 budget_denial(struct task_ctx *tctx, u32 class, u64 now)
 {
@@ -211,16 +223,13 @@ __hidden bool budget_extend(struct task_ctx *tctx, u32 class, u64 now)
  */
 __hidden bool budget_hold_fits(u32 class, u32 t, u64 ns, u64 now)
 {
-	if (class >= NR_CLASSES)
+	if (class >= NR_CLASSES ||
+	    !hold_room(&class_period_start[class], &class_used_ns[class], &class_held_ns[class],
+		       class_quota_ns[class], ns, now))
 		return false;
-	period_roll(&class_period_start[class], &class_used_ns[class], &class_held_ns[class], now);
-	if (class_used_ns[class] + class_held_ns[class] + ns > class_quota_ns[class])
-		return false;
-	if (!t || t > MAX_TENANTS)
-		return true;
-	period_roll(&tenant_period_start[t - 1], &tenant_used_ns[t - 1], &tenant_held_ns[t - 1],
-		    now);
-	return tenant_used_ns[t - 1] + tenant_held_ns[t - 1] + ns <= tenant_quota_ns[t - 1];
+	return !t || t > MAX_TENANTS ||
+	       hold_room(&tenant_period_start[t - 1], &tenant_used_ns[t - 1],
+			 &tenant_held_ns[t - 1], tenant_quota_ns[t - 1], ns, now);
 }
 
 /* @class's tasks, of tenant @t (index + 1, 0: none), had a CPU held idle for @ns. */

@@ -89,7 +89,7 @@ enum lane_stat_idx {
 	LANE_HOLDS,	     /* CPUs held idle for a sleeping express task (hold.bpf.c) */
 	LANE_HOLD_BACK,	     /* of those, the task came back to it within the hold */
 	LANE_HELD_NS,	     /* CPU time held idle (ns) */
-	LANE_HOLD_NO_QUOTA,  /* holds not started: the class quota had no room */
+	LANE_HOLD_NO_QUOTA,  /* holds not started: the class's or tenant's quota had no room */
 	LANE_HOLD_IRREGULAR, /* holds not started: the task's sleeps are too irregular */
 	LANE_HOLD_SPARE,     /* holds not started: another CPU it may use was idle */
 	LANE_HOLD_TAKEN,     /* holds ended by another task before their task's return */
