@@ -19,14 +19,24 @@ stress-ng --cpu $(($(nproc) * 4)) --cpu-method fft --timeout 60s >/dev/null 2>&1
 hogs=$!
 sleep 1
 
-# SCHED_OTHER (no -p), one thread, a 2 ms timer sleep per loop. It pins
-# its thread to CPU 0; unpinned, its wakeups take the express placement
+# SCHED_OTHER (no -p), one thread, a 2 ms timer sleep per loop. Its
+# measuring thread pins itself to CPU 0 when it starts, which on a loaded
+# host can come after a fixed wait (an unpin before it is undone: every
+# wakeup then preempts, none is placed). So wait for the pin, undo it and
+# check; unpinned, its wakeups take the express placement
 # (ops.select_cpu()), whose counters say where they landed.
 cyclictest -t 1 -i 2000 -D 8 -q >/tmp/cyc.out 2>&1 &
 cyc=$!
-sleep 0.5
+pinned() { grep -l '^Cpus_allowed_list:[[:space:]]*0$' /proc/"$cyc"/task/*/status 2>/dev/null; }
+i=0
+until [ -n "$(pinned)" ]; do
+    i=$((i + 1))
+    [ "$i" -le 100 ] || fail "cyclictest's measuring thread did not start in 10 s"
+    sleep 0.1
+done
 taskset -a -p "$(printf %x $(((1 << $(nproc)) - 1)))" "$cyc" >/dev/null ||
     fail "could not unpin cyclictest"
+[ -z "$(pinned)" ] || fail "cyclictest's measuring thread is still pinned to CPU 0"
 scx_express mark --pid "$cyc" --class agent >/dev/null || fail "could not mark cyclictest"
 # The first sleeps set the average and its spread: count from here on.
 sleep 1
@@ -52,10 +62,21 @@ hold_summary /tmp/s0 /tmp/s1 agent
 echo "ok: $back of $holds holds taken back, $prev wakeups on the previous CPU"
 # Under three quarters of the sleep per hold: the window (its opening
 # margin, twice the sleeps' spread, which TCG widens, and the lateness of
-# the return), not the whole sleep (about 1900 us here).
+# the return), not the whole sleep (about 1900 us here). The margin grows
+# with the spread by design, up to the whole sleep just below the
+# irregular cut (hold.bpf.c), so the bound holds only for steady sleeps:
+# on a quiet host a few percent of the sleeps are refused as irregular,
+# while with the emulator's host loaded they outnumber the holds several
+# times over, and the bound then measures the host's timer jitter, not
+# the window.
 per=$((held / holds))
-[ "$per" -le 1500 ] || fail "held $per us per hold of a 2 ms sleep: the CPU was held for the whole sleep"
-echo "ok: held $per us per hold of a 2 ms sleep"
+irregular=$(delta classes.agent.hold_irregular)
+if [ "$irregular" -gt "$holds" ]; then
+    echo "note: $irregular sleeps refused as irregular for $holds holds: the host's jitter sets the window; held $per us per hold, not checked"
+else
+    [ "$per" -le 1500 ] || fail "held $per us per hold of a 2 ms sleep: the CPU was held for the whole sleep"
+    echo "ok: held $per us per hold of a 2 ms sleep"
+fi
 
 kill "$hogs" 2>/dev/null
 wait "$hogs" 2>/dev/null
