@@ -33,6 +33,10 @@ done
 : "${BENCH_REPEAT_FROM:=1}" "${BENCH_REPEAT_TO:=1}" "${BENCH_DURATION:=5}"
 : "${BENCH_WARM:=1}" "${BENCH_HELPERS:=$VMTEST_SMP}" "${BENCH_STREAMS:=10}"
 : "${BENCH_CYC_INTERVAL_US:=1000}" "${BENCH_ATTACH_TIMEOUT:=180}"
+# The agent stand-ins' shape (scx_express_bench --agent-reply-us,
+# --agent-burst-iters): workloads/agent.c's defaults.
+: "${BENCH_AGENT_REPLY_US:=2000}" "${BENCH_AGENT_BURST_ITERS:=125000}"
+agent_shape="--reply-delay-us $BENCH_AGENT_REPLY_US --burst-iters $BENCH_AGENT_BURST_ITERS"
 # How long each noise outlasts its measurement: main.rs NOISE_TAIL_S and
 # GO_WARMUP_S say why.
 : "${BENCH_NOISE_TAIL:?}" "${BENCH_GO_WARMUP:?}"
@@ -329,8 +333,9 @@ start_agent() {
     [ "$1" = agent ] || tool='exec' warm=20
     # It waits for the go file after printing its ids: the steps it
     # measures all run with its threads classified.
+    # shellcheck disable=SC2086 # agent_shape: flags and numbers
     wrap "$W/agent" --tool "$tool" --duration "$D" --warmup "$warm" \
-        --warmup-max-s "$warm_s" --json --cdf \
+        --warmup-max-s "$warm_s" --json --cdf $agent_shape \
         --go-file "$2/go" >"$2/workload.out" 2>"$2/workload.err" &
     wpid=$!
     if [ "$S" = express ]; then
@@ -380,8 +385,9 @@ start_scale() {
         pids="$pids $!"
     done
     for _a in 1 2; do
+        # shellcheck disable=SC2086 # agent_shape: flags and numbers
         wrap "$W/agent" --duration "$D" --warmup 200 --warmup-max-s "$warm_s" \
-            --json --go-file "$1/go" \
+            --json --go-file "$1/go" $agent_shape \
             >"$1/agent-$_a.out" 2>"$1/agent-$_a.err" &
         pids="$pids $!"
     done

@@ -196,6 +196,15 @@ pub struct BenchArgs {
     /// vCPUs of each VM (default 2).
     #[arg(long)]
     pub smp: Option<u32>,
+    /// The agent stand-ins' tool reply delay in µs (agent, agent-exec and
+    /// scale's agents; default 2000): other agent shapes than the
+    /// default's 2 ms tool call.
+    #[arg(long, value_name = "US")]
+    pub agent_reply_us: Option<u32>,
+    /// The agent stand-ins' CPU burst per step, in loop iterations
+    /// (`agent --burst-iters`; default 125000, about 200 µs natively).
+    #[arg(long, value_name = "N")]
+    pub agent_burst_iters: Option<u64>,
     /// Output directory (default target/bench/PRESET).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -233,6 +242,15 @@ pub const NOISE_TAIL_S: u32 = 2;
 /// time limit these seconds. guest.sh: BENCH_GO_WARMUP.
 pub const GO_WARMUP_S: u32 = 3;
 
+/// workloads/agent.c's own defaults: a 2 ms tool call, a ~200 µs burst.
+fn default_agent_reply_us() -> u32 {
+    2000
+}
+
+fn default_agent_burst_iters() -> u64 {
+    125_000
+}
+
 /// Everything a run does, saved as plan.json beside the results.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
@@ -253,6 +271,12 @@ pub struct Plan {
     pub streams: u32,
     /// cyclictest interval.
     pub cyc_interval_us: u32,
+    /// The agent stand-ins' tool reply delay (µs) and CPU burst (loop
+    /// iterations). Plans saved before these existed ran the defaults.
+    #[serde(default = "default_agent_reply_us")]
+    pub agent_reply_us: u32,
+    #[serde(default = "default_agent_burst_iters")]
+    pub agent_burst_iters: u64,
     /// Scratch disk size for fio.
     pub disk: String,
     /// The express config, as given.
@@ -309,6 +333,10 @@ impl Plan {
             helpers: smp,
             streams: 10,
             cyc_interval_us: 1000,
+            agent_reply_us: a.agent_reply_us.unwrap_or_else(default_agent_reply_us),
+            agent_burst_iters: a
+                .agent_burst_iters
+                .unwrap_or_else(default_agent_burst_iters),
             disk: "1G".into(),
             express_config: express_config.display().to_string(),
             command,
@@ -344,6 +372,18 @@ impl Plan {
         }
         if !(1..=64).contains(&self.smp) {
             bail!("--smp must be 1..=64, got {}", self.smp);
+        }
+        if !(1..=1_000_000).contains(&self.agent_reply_us) {
+            bail!(
+                "--agent-reply-us must be 1..=1000000 (1 s), got {}",
+                self.agent_reply_us
+            );
+        }
+        if !(1..=1_000_000_000).contains(&self.agent_burst_iters) {
+            bail!(
+                "--agent-burst-iters must be 1..=1000000000, got {}",
+                self.agent_burst_iters
+            );
         }
         Ok(())
     }
@@ -667,6 +707,8 @@ pub(crate) fn test_args(preset: Preset) -> BenchArgs {
         repeats: None,
         duration: None,
         smp: None,
+        agent_reply_us: None,
+        agent_burst_iters: None,
         out: None,
         bundle: None,
         from_logs: None,
@@ -707,6 +749,32 @@ mod tests {
         assert_eq!(s.workloads, vec![Workload::Scale]);
         assert_eq!(s.scenarios, vec![Scenario::Baseline, Scenario::Cpu4x]);
         assert!(s.schedulers.contains(&Sched::EevdfNice));
+    }
+
+    #[test]
+    fn agent_shape_reaches_the_plan_and_the_guest() {
+        let a = BenchArgs {
+            agent_reply_us: Some(500),
+            agent_burst_iters: Some(600_000),
+            ..args(Preset::Smoke)
+        };
+        let p = Plan::from_args(&a, Path::new("c.toml"), "x".into()).unwrap();
+        assert_eq!((p.agent_reply_us, p.agent_burst_iters), (500, 600_000));
+        let d = Plan::from_args(&args(Preset::Smoke), Path::new("c.toml"), "x".into()).unwrap();
+        assert_eq!((d.agent_reply_us, d.agent_burst_iters), (2000, 125_000));
+        // A plan.json from before the fields existed ran the defaults.
+        let mut v = serde_json::to_value(&p).unwrap();
+        let o = v.as_object_mut().unwrap();
+        o.remove("agent_reply_us");
+        o.remove("agent_burst_iters");
+        let old: Plan = serde_json::from_value(v).unwrap();
+        assert_eq!((old.agent_reply_us, old.agent_burst_iters), (2000, 125_000));
+        let zero = BenchArgs {
+            agent_reply_us: Some(0),
+            ..args(Preset::Smoke)
+        };
+        let err = Plan::from_args(&zero, Path::new("c.toml"), "x".into()).unwrap_err();
+        assert!(err.to_string().contains("--agent-reply-us"), "{err}");
     }
 
     #[test]

@@ -773,7 +773,7 @@ pub fn markdown(r: &Results, plots: &[(String, String)]) -> String {
     md += &lane_table(r);
     md += &boots_table(r);
     md += &classification(r);
-    md += METHOD;
+    md += &method(&r.plan);
     md
 }
 
@@ -1204,6 +1204,18 @@ fn classification(r: &Results) -> String {
 }
 
 /// The report's closing section: how a run is made.
+fn method(p: &Plan) -> String {
+    let reply = if p.agent_reply_us.is_multiple_of(1000) {
+        format!("{} ms", p.agent_reply_us / 1000)
+    } else {
+        format!("{} µs", p.agent_reply_us)
+    };
+    METHOD
+        .replace("{reply}", &reply)
+        .replace("{burst}", &p.agent_burst_iters.to_string())
+}
+
+/// The Method section; `{reply}` and `{burst}` come from the plan.
 const METHOD: &str = "## Method\n\n\
     One VM boot per scheduler runs every repeat × scenario × workload cell \
     (repeats outermost). In a cell the noise starts, the workload measures \
@@ -1217,8 +1229,8 @@ const METHOD: &str = "## Method\n\n\
     (cyclictest with `-p 10`); eevdf-probes with scx_express's probes \
     attached and no scheduler (`scx_express trace --probe-policy scheduler \
     --no-events`). Workloads: `decode` (100 launches + 1 sync per \
-    token against the stand-in libcuda.so.1), `agent` (2 ms tool reply, \
-    then a CPU burst; local tail = reply read − server send), `agent-exec` \
+    token against the stand-in libcuda.so.1), `agent` ({reply} tool reply, \
+    then a CPU burst of {burst} loop iterations; local tail = reply read − server send), `agent-exec` \
     (the same loop, its tool call a fork + exec of a small program that \
     reads a file and replies over a pipe; local tail = reply read − the \
     tool's send), `wakeup` \
@@ -1506,6 +1518,11 @@ mod tests {
         assert!(md.contains("### The express lane during"), "{md}");
         assert!(md.contains("| agent cpu4x | 2 | 2 | 0 |"), "{md}");
         assert!(md.contains("| decode cpu4x | 0 | 0 | 0 |"), "{md}");
+        // The Method section names the agent's shape from the plan.
+        assert!(md.contains("`agent` (2 ms tool reply, then a CPU burst of 125000 loop"));
+        let mut other = r.clone();
+        other.plan.agent_reply_us = 500;
+        assert!(markdown(&other, &[]).contains("`agent` (500 µs tool reply"));
     }
 
     /// A scale plan (eevdf, express; baseline, cpu4x) with 3 repeats:

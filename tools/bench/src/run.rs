@@ -120,6 +120,11 @@ impl Context {
                 "BENCH_CYC_INTERVAL_US".into(),
                 p.cyc_interval_us.to_string(),
             ),
+            ("BENCH_AGENT_REPLY_US".into(), p.agent_reply_us.to_string()),
+            (
+                "BENCH_AGENT_BURST_ITERS".into(),
+                p.agent_burst_iters.to_string(),
+            ),
         ]
     }
 
