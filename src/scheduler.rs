@@ -80,7 +80,7 @@ pub fn apply_knobs(k: &mut crate::bpf_skel::types::data_knobs, cfg: &Config, top
         k.class_enabled[i] = class.enabled;
         k.class_burst_ns[i] = class.burst_ms * MS;
         k.class_rate_ppm[i] = (class.rate * 1e6).round() as u64;
-        // Quota per 100 ms period (budget.bpf.c), all CPUs together.
+        // The quota's capacity (budget.bpf.c), all CPUs together.
         k.class_quota_ns[i] = quota_ns(class.max_share, nr_cpus);
         k.class_lat_target_ns[i] = class.latency_target_us * US;
         k.class_hold_ns[i] = class.hold_us * US;
@@ -89,9 +89,11 @@ pub fn apply_knobs(k: &mut crate::bpf_skel::types::data_knobs, cfg: &Config, top
     apply_tenant_knobs(k, cfg, nr_cpus);
 }
 
-/// Express time per 100 ms period (budget.bpf.c) for `share` of `nr_cpus`.
+/// A quota's capacity (budget.bpf.c) for `share` of `nr_cpus`: lane time
+/// per `QUOTA_PERIOD_MS`, which is also its refill.
 fn quota_ns(share: f64, nr_cpus: f64) -> u64 {
-    (share * nr_cpus * 100.0 * MS as f64) as u64
+    let period_ns = (bpf_intf::express_consts_QUOTA_PERIOD_MS as u64 * MS) as f64;
+    (share * nr_cpus * period_ns) as u64
 }
 
 /// The tenants' knobs: index i is `cfg.tenants[i]`; unused slots have

@@ -50,9 +50,9 @@
  * The price is the held window's idle time, taken from every other task. It
  * counts against the class quota (classes.*.max_share, budget.bpf.c), and
  * for a tenant's task against the tenant's too, with a lower priority than
- * running: a hold starts only if running time and held time in this
- * period plus the hold fit in the quota, while wakeups are denied only on
- * running time. So holds never take the lane from the wakeups they serve,
+ * running: a hold starts only if what running time and earlier holds
+ * left of the quota covers it, while wakeups are denied only on running
+ * time (the quota's two buckets). So holds never take the lane from the wakeups they serve,
  * and running plus holding stays within max_share of the machine (plus at
  * most one hold per CPU).
  * Not the task's token bucket: a hold is not CPU time the task used.

@@ -30,6 +30,11 @@ enum express_consts {
 	NR_FAIR_CLOCKS = MAX_CPUS + 1,
 	/* Dispatch target meaning "any CPU the task may run on". */
 	CPU_ANY = -1,
+	/*
+	 * The class and tenant quotas (budget.bpf.c): max_share x CPUs of lane
+	 * time per this many ms, and at most one such period's worth at once.
+	 */
+	QUOTA_PERIOD_MS = 100,
 	/* Configured [[tenants]], at most (tenant.bpf.c, src/config.rs). */
 	MAX_TENANTS = 16,
 	/* Bytes of a tenant's name in `tenant_names`, with its NUL. */
