@@ -21,8 +21,9 @@
  * agent class's half CPU; with a reset every 100 ms they ran the end of
  * each period on the fair path only, their virtual time charged for every
  * run there, and after a few steps waited behind the CPU hogs: a p99
- * over 10 ms, twice EEVDF's; as a bucket, about 1 ms (docs/benchmarks.md,
- * "Agent shapes").
+ * over 10 ms, twice EEVDF's; as a bucket, less than half that, about
+ * EEVDF's (docs/benchmarks.md, "Agent shapes"). A class over its share
+ * is on the fair path as often either way: the bucket only spreads it.
  *
  * Per tenant (tenant.bpf.c), the same two with the tenant's numbers: its
  * tasks' buckets use the tenant's burst and rate, and the tenant has a
