@@ -752,7 +752,7 @@ mod tests {
     }
 
     #[test]
-    fn agent_shape_reaches_the_plan_and_the_guest() {
+    fn agent_shape_reaches_the_plan() {
         let a = BenchArgs {
             agent_reply_us: Some(500),
             agent_burst_iters: Some(600_000),
