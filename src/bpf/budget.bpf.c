@@ -134,7 +134,7 @@ static void bucket_add(s64 *v, s64 gain, s64 cap)
  */
 static void quota_refill(struct quota *q, u64 cap, u64 now)
 {
-	u64 then = q->stamp, us, gain;
+	u64 then = q->stamp, us, gain, next;
 
 	if (then && !time_after(now, then))
 		return;
@@ -143,15 +143,15 @@ static void quota_refill(struct quota *q, u64 cap, u64 now)
 		return;
 	if (!then || us >= QUOTA_PERIOD_MS * 1000) {
 		/* New, or idle for a period or more: full. */
-		if (__sync_val_compare_and_swap(&q->stamp, then, now) != then)
-			return;
+		next = now;
 		gain = cap;
 	} else {
-		if (__sync_val_compare_and_swap(&q->stamp, then, then + us * NSEC_PER_USEC) != then)
-			return;
+		next = then + us * NSEC_PER_USEC;
 		/* us < 10^5, cap < 1024 CPUs x 10^8 ns: no overflow. */
 		gain = us * cap / (QUOTA_PERIOD_MS * 1000);
 	}
+	if (__sync_val_compare_and_swap(&q->stamp, then, next) != then)
+		return;
 	bucket_add(&q->run, gain, cap);
 	bucket_add(&q->all, gain, cap);
 }

@@ -52,9 +52,9 @@
  * for a tenant's task against the tenant's too, with a lower priority than
  * running: a hold starts only if what running time and earlier holds
  * left of the quota covers it, while wakeups are denied only on running
- * time (the quota's two buckets). So holds never take the lane from the wakeups they serve,
- * and running plus holding stays within max_share of the machine (plus at
- * most one hold per CPU).
+ * time (the quota's two buckets). So holds never take the lane from the
+ * wakeups they serve, and running plus holding stays within max_share of
+ * the machine (plus at most one hold per CPU).
  * Not the task's token bucket: a hold is not CPU time the task used.
  *
  * Only with fair.mode = "bpf": in userspace mode userspace places fair
