@@ -104,8 +104,10 @@
  *    the many sleepers wakes up to slice_max behind the front, and must
  *    run that far before its start moves the front, so a task requeued
  *    ahead of them waits for about (tasks x slice_max) / CPUs. A front
- *    that advanced with the service given (EEVDF's average V) instead of
- *    with starts would bound that wait by the tasks' own share.
+ *    also moved by the service given (EEVDF's average vruntime) did not
+ *    lower the count: at 250 tasks on 2 CPUs it moves about 8 ms a
+ *    second, and a task 3 ms past it still waits most of a second
+ *    (docs/benchmarks.md, "Who reaches the starvation guard").
  */
 #include "express.bpf.h"
 
