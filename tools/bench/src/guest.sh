@@ -30,12 +30,14 @@ done
 
 : "${BENCH_SCHED:?no scheduler (BENCH_SCHED or bench.sched=)}"
 : "${BENCH_SCENARIOS:?}" "${BENCH_WORKLOADS:?}"
-: "${BENCH_REPEAT_FROM:=1}" "${BENCH_REPEAT_TO:=1}" "${BENCH_DURATION:=5}"
-: "${BENCH_WARM:=1}" "${BENCH_HELPERS:=$VMTEST_SMP}" "${BENCH_STREAMS:=10}"
-: "${BENCH_CYC_INTERVAL_US:=1000}" "${BENCH_ATTACH_TIMEOUT:=180}"
+# Set from plan.json by the bench (run.rs, Bundle::env), whose main.rs holds
+# their defaults; no second copy here.
+: "${BENCH_REPEAT_FROM:?}" "${BENCH_REPEAT_TO:?}" "${BENCH_DURATION:?}"
+: "${BENCH_WARM:?}" "${BENCH_HELPERS:?}" "${BENCH_STREAMS:?}"
+: "${BENCH_CYC_INTERVAL_US:?}" "${BENCH_ATTACH_TIMEOUT:=180}"
 # The agent stand-ins' shape (scx_express_bench --agent-reply-us,
-# --agent-burst-iters): workloads/agent.c's defaults.
-: "${BENCH_AGENT_REPLY_US:=2000}" "${BENCH_AGENT_BURST_ITERS:=125000}"
+# --agent-burst-iters).
+: "${BENCH_AGENT_REPLY_US:?}" "${BENCH_AGENT_BURST_ITERS:?}"
 agent_shape="--reply-delay-us $BENCH_AGENT_REPLY_US --burst-iters $BENCH_AGENT_BURST_ITERS"
 # How long each noise outlasts its measurement: main.rs NOISE_TAIL_S and
 # GO_WARMUP_S say why.
