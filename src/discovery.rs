@@ -21,7 +21,7 @@ use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -47,11 +47,16 @@ pub enum Discovery {
     /// changes): periodic launch windows back off only while every one
     /// has (`ProbeManager::set_unserved`).
     Unserved(bool),
+    /// Nothing: wakes the probe thread (`ProbeRequest::wake`).
+    Wake,
 }
 
 /// The probe thread's side of a message: a library gets its probes, a new
 /// process a launch window soon.
 impl ProbeRequest for Discovery {
+    fn wake() -> Self {
+        Discovery::Wake
+    }
     fn serve<A>(self, manager: &mut ProbeManager<A::Link>, attacher: &mut A)
     where
         A: Attacher,
@@ -64,37 +69,42 @@ impl ProbeRequest for Discovery {
                 manager.request_window(Instant::now());
             }
             Discovery::Unserved(unserved) => manager.set_unserved(unserved),
+            Discovery::Wake => {}
         }
     }
 }
 
 /// Starts library discovery and rules for a task-class map, as configured;
 /// with `exec_events` (the scheduler's ring of processes that called
-/// exec()), new processes are learned from it (LibraryScanner).
+/// exec()), new processes are learned from it (LibraryScanner). What it
+/// finds is sent on `tx`.
 pub fn start_discovery(
     cfg: &crate::config::ClassifyConfig,
     task_class: MapHandle,
     exec_events: Option<MapHandle>,
-) -> Result<Receiver<Discovery>> {
+    tx: Sender<Discovery>,
+) -> Result<()> {
     spawn_scanner(
         ProbeSpec::from_config(cfg)?,
         RuleEngine::new(&cfg.rules)?,
         TaskMap::new(task_class),
         exec_events,
         Duration::from_millis(cfg.scan_interval_ms),
+        tx,
     )
 }
 
 /// Runs library discovery and rules on one thread, so reading /proc never
-/// delays scheduling decisions. New libraries arrive on the channel.
+/// delays scheduling decisions. New libraries are sent on `tx`; the thread
+/// ends when the receiver is gone.
 pub fn spawn_scanner(
     spec: ProbeSpec,
     mut rules: RuleEngine,
     class_map: TaskMap,
     exec_events: Option<MapHandle>,
     interval: Duration,
-) -> Result<Receiver<Discovery>> {
-    let (tx, rx) = std::sync::mpsc::channel();
+    tx: Sender<Discovery>,
+) -> Result<()> {
     std::thread::Builder::new()
         .name("express-scan".into())
         .spawn(move || {
@@ -160,7 +170,7 @@ pub fn spawn_scanner(
             }
         })
         .context("spawning the scanner thread")?;
-    Ok(rx)
+    Ok(())
 }
 
 /// How long a new CUDA process has to get a gpu thread through the sync

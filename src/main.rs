@@ -21,6 +21,7 @@ mod irq_shield;
 mod preflight;
 mod probes;
 mod scheduler;
+mod signals;
 mod stats;
 mod tenants;
 mod trace;
@@ -28,8 +29,7 @@ mod trace;
 use std::mem::MaybeUninit;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -193,9 +193,9 @@ fn run_scheduler(
     cli: &Cli,
     source: ConfigSource,
     mut cfg: Config,
-    shutdown: Arc<AtomicBool>,
-    reload: Arc<AtomicBool>,
+    signals: &signals::Signals,
 ) -> Result<()> {
+    let shutdown = &signals.shutdown;
     preflight::require_sched_ext()?;
     preflight::require_root(
         "scx_express",
@@ -243,13 +243,7 @@ fn run_scheduler(
     let result = (|| loop {
         let mut open_object = MaybeUninit::uninit();
         let mut sched = scheduler::Scheduler::init(&cfg, &mut open_object, cli.verbose, &shielded)?;
-        let uei = sched.run(
-            &shutdown,
-            &reload,
-            &source,
-            &metrics,
-            cli.metrics_file.as_deref(),
-        )?;
+        let uei = sched.run(signals, &source, &metrics, cli.metrics_file.as_deref())?;
         cfg = sched.config().clone();
         if !uei.should_restart() || shutdown.load(Ordering::Relaxed) {
             return Ok(());
@@ -296,15 +290,8 @@ fn real_main(cli: Cli) -> Result<()> {
     let cfg = source.load()?;
 
     // SIGINT and SIGTERM detach cleanly; SIGHUP reloads the config.
-    let shutdown = Arc::new(AtomicBool::new(false));
-    let reload = Arc::new(AtomicBool::new(false));
-    let flag = shutdown.clone();
-    ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
-        .context("installing the SIGINT handler")?;
-    signal_hook::flag::register(signal_hook::consts::SIGTERM, shutdown.clone())
-        .context("installing the SIGTERM handler")?;
-    signal_hook::flag::register(signal_hook::consts::SIGHUP, reload.clone())
-        .context("installing the SIGHUP handler")?;
+    let signals = signals::Signals::install()?;
+    let shutdown = signals.shutdown.clone();
 
     if let Some(Command::Trace(args)) = &cli.command {
         return trace::run(args, &cfg, &shutdown, cli.verbose);
@@ -314,7 +301,7 @@ fn real_main(cli: Cli) -> Result<()> {
         let interval = secs(v, "--monitor")?;
         return stats::monitor(interval, || shutdown.load(Ordering::Relaxed));
     }
-    run_scheduler(&cli, source, cfg, shutdown, reload)
+    run_scheduler(&cli, source, cfg, &signals)
 }
 
 fn main() -> ExitCode {

@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::mem::{size_of, MaybeUninit};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -25,6 +25,7 @@ use crate::discovery;
 use crate::fair::{Decision, FairParams, FairPolicy, Runnable};
 use crate::preflight;
 use crate::probes::{Attacher, ProbeKind, ProbeManager, ProbePoint, ProbeThread};
+use crate::signals::Signals;
 use crate::stats::{
     self, ClassMetrics, CpuMetrics, Metrics, SharedMetrics, Source, TenantMetrics, CLASS_STATS,
     STATS, TENANT_STATS,
@@ -33,7 +34,8 @@ use crate::stats::{
 const US: u64 = 1_000;
 const MS: u64 = 1_000_000;
 
-/// How long one ring-buffer poll may block, so signals are seen promptly.
+/// How long one ring-buffer poll may block (userspace mode), so signals
+/// are seen promptly.
 const POLL_TIMEOUT: Duration = Duration::from_millis(100);
 /// How often counters are refreshed and forgotten tasks pruned.
 const HOUSEKEEPING: Duration = Duration::from_secs(1);
@@ -241,6 +243,31 @@ impl Attacher for SkelAttacher {
     }
 }
 
+/// Starts discovery and rules (discovery.rs) and the probe thread that
+/// attaches what discovery finds.
+fn start_classification(skel: &BpfSkel<'_>, cfg: &Config) -> Result<ProbeThread> {
+    let (found_tx, found) = std::sync::mpsc::channel();
+    discovery::start_discovery(
+        &cfg.classify,
+        libbpf_rs::MapHandle::try_from(&skel.maps.task_class)?,
+        Some(libbpf_rs::MapHandle::try_from(&skel.maps.exec_events)?),
+        found_tx.clone(),
+    )?;
+    let progs = &skel.progs;
+    let attacher = SkelAttacher {
+        launch: ProgPtr::of(&progs.cuda_launch),
+        sync: ProgPtr::of(&progs.cuda_sync),
+        mark_agent: ProgPtr::of(&progs.mark_agent),
+        mark_gpu: ProgPtr::of(&progs.mark_gpu),
+        mark_normal: ProgPtr::of(&progs.mark_normal),
+    };
+    let manager = ProbeManager::new(
+        Duration::from_millis(cfg.classify.launch_window_ms),
+        Duration::from_millis(cfg.classify.launch_period_ms),
+    );
+    ProbeThread::spawn(attacher, manager, found, found_tx)
+}
+
 impl<'a> Scheduler<'a> {
     /// Opens, configures, loads and attaches the BPF scheduler. `shielded`:
     /// the CPUs the IRQ shield keeps device IRQs off (src/irq_shield.rs).
@@ -285,24 +312,7 @@ impl<'a> Scheduler<'a> {
         // Classification: pin the class maps for `mark`/`ps`, then scan for
         // CUDA libraries and markers and apply rules on a thread of its own.
         let (pins, tenant_cgroups) = pin_maps(&mut skel, cfg)?;
-        let new_libraries = discovery::start_discovery(
-            &cfg.classify,
-            libbpf_rs::MapHandle::try_from(&skel.maps.task_class)?,
-            Some(libbpf_rs::MapHandle::try_from(&skel.maps.exec_events)?),
-        )?;
-        let progs = &skel.progs;
-        let attacher = SkelAttacher {
-            launch: ProgPtr::of(&progs.cuda_launch),
-            sync: ProgPtr::of(&progs.cuda_sync),
-            mark_agent: ProgPtr::of(&progs.mark_agent),
-            mark_gpu: ProgPtr::of(&progs.mark_gpu),
-            mark_normal: ProgPtr::of(&progs.mark_normal),
-        };
-        let manager = ProbeManager::new(
-            Duration::from_millis(cfg.classify.launch_window_ms),
-            Duration::from_millis(cfg.classify.launch_period_ms),
-        );
-        let probes = ProbeThread::spawn(attacher, manager, new_libraries)?;
+        let probes = start_classification(&skel, cfg)?;
 
         let struct_ops =
             Some(scx_ops_attach!(skel, express_ops).map_err(preflight::explain_load_error)?);
@@ -363,8 +373,14 @@ impl<'a> Scheduler<'a> {
         let c = Self::sum_percpu(&maps.stats, stat_idx_NR_EXPRESS_STATS as usize)?;
         let n_lane = task_class_NR_CLASSES * lane_stat_idx_NR_LANE_STATS;
         let lane = Self::sum_percpu(&maps.lane_stats, n_lane as usize)?;
-        let n_lat = express_consts_NR_LAT_GROUPS as u32 * lat_stat_idx_NR_LAT_STATS;
-        let lat = Self::sum_percpu(&maps.lat_stats, n_lat as usize)?;
+        // Each key read is a syscall (hundreds of microseconds a pass under
+        // emulation for all 19 groups), so only the classes and the
+        // configured tenants are read, not all MAX_TENANTS.
+        let groups = task_class_NR_CLASSES + self.cfg.tenants.len() as u32;
+        let lat = Self::sum_percpu(
+            &maps.lat_stats,
+            (groups * lat_stat_idx_NR_LAT_STATS) as usize,
+        )?;
         let mut m = Metrics::default();
         stats::fill(STATS, &mut m, |src| match src {
             Source::Bpf(i) => Some(c[i as usize]),
@@ -411,7 +427,8 @@ impl<'a> Scheduler<'a> {
     /// Per configured tenant: its counters and latency histogram.
     fn read_tenants(&self, lat: &[u64]) -> Result<BTreeMap<String, TenantMetrics>> {
         use bpf_intf::*;
-        let n = (express_consts_MAX_TENANTS as u32 * tenant_stat_idx_NR_TENANT_STATS) as usize;
+        // Configured tenants only, as the latency groups (metrics()).
+        let n = self.cfg.tenants.len() * tenant_stat_idx_NR_TENANT_STATS as usize;
         let ts = Self::sum_percpu(&self.skel.maps.tenant_stats, n)?;
         let mut out = BTreeMap::new();
         for (i, t) in self.cfg.tenants.iter().enumerate() {
@@ -523,12 +540,14 @@ impl<'a> Scheduler<'a> {
         &self.cfg
     }
 
-    /// Serves the fair path until `shutdown` is set or the kernel ejects
-    /// the scheduler. Returns the kernel's exit information.
+    /// Serves the fair path until SIGINT or SIGTERM or the kernel ejects
+    /// the scheduler. Returns the kernel's exit information. In BPF mode
+    /// the thread sleeps between housekeeping passes, so an ejection is
+    /// seen within HOUSEKEEPING (the kernel runs every task on its own
+    /// scheduler meanwhile) and a signal at once.
     pub fn run(
         &mut self,
-        shutdown: &AtomicBool,
-        reload: &AtomicBool,
+        signals: &Signals,
         source: &ConfigSource,
         metrics: &SharedMetrics,
         metrics_file: Option<&std::path::Path>,
@@ -541,14 +560,14 @@ impl<'a> Scheduler<'a> {
         };
         let mut last_housekeeping = Instant::now();
         let mut metrics_file_ok = true;
-        while !shutdown.load(Ordering::Relaxed) && !uei_exited!(&self.skel, uei) {
+        while !signals.shutdown.load(Ordering::Relaxed) && !uei_exited!(&self.skel, uei) {
             match user_fair.as_mut() {
                 Some(uf) => self.serve_fair(uf)?,
-                None => std::thread::sleep(POLL_TIMEOUT),
+                None => signals.wait(HOUSEKEEPING.saturating_sub(last_housekeeping.elapsed())),
             }
             // A reload also refreshes the stats at once, so that readers see
             // counters of the new config, not a snapshot from before it.
-            let reloaded = reload.swap(false, Ordering::Relaxed) && {
+            let reloaded = signals.reload.swap(false, Ordering::Relaxed) && {
                 self.reload(source);
                 true
             };

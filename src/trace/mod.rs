@@ -446,10 +446,12 @@ fn trace(
     shutdown: &AtomicBool,
 ) -> Result<Traced> {
     // No exec filter: the tracer has no exec tracepoint; it reads every new process.
-    let new_libraries = discovery::start_discovery(
+    let (found_tx, new_libraries) = std::sync::mpsc::channel();
+    discovery::start_discovery(
         &cfg.classify,
         libbpf_rs::MapHandle::try_from(&skel.maps.task_class)?,
         None,
+        found_tx,
     )?;
     let mut probes = match args.probe_policy {
         ProbePolicy::Full => ProbeManager::always_on(),
@@ -606,6 +608,8 @@ fn on_discovery(
             probes.set_unserved(unserved);
             return;
         }
+        // Only the scheduler's probe thread is sent these.
+        Discovery::Wake => return,
     };
     if lib.points.iter().any(|p| p.kind == ProbeKind::Launch) {
         sink.borrow_mut()
