@@ -21,7 +21,9 @@ use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -77,13 +79,14 @@ impl ProbeRequest for Discovery {
 /// Starts library discovery and rules for a task-class map, as configured;
 /// with `exec_events` (the scheduler's ring of processes that called
 /// exec()), new processes are learned from it (LibraryScanner). What it
-/// finds is sent on `tx`.
+/// finds is sent on `tx`. The scanner runs until the returned handle is
+/// dropped.
 pub fn start_discovery(
     cfg: &crate::config::ClassifyConfig,
     task_class: MapHandle,
     exec_events: Option<MapHandle>,
     tx: Sender<Discovery>,
-) -> Result<()> {
+) -> Result<Scanner> {
     spawn_scanner(
         ProbeSpec::from_config(cfg)?,
         RuleEngine::new(&cfg.rules)?,
@@ -94,9 +97,23 @@ pub fn start_discovery(
     )
 }
 
+/// The scanner thread's handle: dropping it stops the thread at its next
+/// pass. The scheduler starts a scanner on every attach (a CPU hotplug
+/// event re-attaches); one that ran on would scan /proc for nothing and
+/// hold the old BPF object's maps.
+pub struct Scanner {
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for Scanner {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
 /// Runs library discovery and rules on one thread, so reading /proc never
 /// delays scheduling decisions. New libraries are sent on `tx`; the thread
-/// ends when the receiver is gone.
+/// ends when the handle is dropped or the receiver is gone.
 pub fn spawn_scanner(
     spec: ProbeSpec,
     mut rules: RuleEngine,
@@ -104,7 +121,9 @@ pub fn spawn_scanner(
     exec_events: Option<MapHandle>,
     interval: Duration,
     tx: Sender<Discovery>,
-) -> Result<()> {
+) -> Result<Scanner> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopped = stop.clone();
     std::thread::Builder::new()
         .name("express-scan".into())
         .spawn(move || {
@@ -123,6 +142,9 @@ pub fn spawn_scanner(
             let mut gate = NewProcessGate::default();
             let mut unserved = None;
             for pass in 0u64.. {
+                if stopped.load(Ordering::Relaxed) {
+                    return;
+                }
                 let found = scanner.scan(proc_root);
                 let now = Instant::now();
                 for pid in found.new_processes {
@@ -170,7 +192,7 @@ pub fn spawn_scanner(
             }
         })
         .context("spawning the scanner thread")?;
-    Ok(())
+    Ok(Scanner { stop })
 }
 
 /// How long a new CUDA process has to get a gpu thread through the sync

@@ -183,6 +183,8 @@ pub struct Scheduler<'a> {
     policy: FairPolicy,
     /// Attaches and detaches the uprobes; stopped before `skel` goes.
     probes: Option<ProbeThread>,
+    /// Scans /proc for libraries and applies rules until dropped.
+    _scanner: discovery::Scanner,
     cfg: Config,
     topo: Topology,
     irq_window_ns: u64,
@@ -244,10 +246,13 @@ impl Attacher for SkelAttacher {
 }
 
 /// Starts discovery and rules (discovery.rs) and the probe thread that
-/// attaches what discovery finds.
-fn start_classification(skel: &BpfSkel<'_>, cfg: &Config) -> Result<ProbeThread> {
+/// attaches what discovery finds. Both stop when their handles drop.
+fn start_classification(
+    skel: &BpfSkel<'_>,
+    cfg: &Config,
+) -> Result<(discovery::Scanner, ProbeThread)> {
     let (found_tx, found) = std::sync::mpsc::channel();
-    discovery::start_discovery(
+    let scanner = discovery::start_discovery(
         &cfg.classify,
         libbpf_rs::MapHandle::try_from(&skel.maps.task_class)?,
         Some(libbpf_rs::MapHandle::try_from(&skel.maps.exec_events)?),
@@ -265,7 +270,8 @@ fn start_classification(skel: &BpfSkel<'_>, cfg: &Config) -> Result<ProbeThread>
         Duration::from_millis(cfg.classify.launch_window_ms),
         Duration::from_millis(cfg.classify.launch_period_ms),
     );
-    ProbeThread::spawn(attacher, manager, found, found_tx)
+    let probes = ProbeThread::spawn(attacher, manager, found, found_tx)?;
+    Ok((scanner, probes))
 }
 
 impl<'a> Scheduler<'a> {
@@ -312,7 +318,7 @@ impl<'a> Scheduler<'a> {
         // Classification: pin the class maps for `mark`/`ps`, then scan for
         // CUDA libraries and markers and apply rules on a thread of its own.
         let (pins, tenant_cgroups) = pin_maps(&mut skel, cfg)?;
-        let probes = start_classification(&skel, cfg)?;
+        let (scanner, probes) = start_classification(&skel, cfg)?;
 
         let struct_ops =
             Some(scx_ops_attach!(skel, express_ops).map_err(preflight::explain_load_error)?);
@@ -326,6 +332,7 @@ impl<'a> Scheduler<'a> {
             struct_ops,
             policy: FairPolicy::new(fair_params(cfg)),
             probes: Some(probes),
+            _scanner: scanner,
             cfg: cfg.clone(),
             topo,
             irq_window_ns: cfg.express.irq_window_ms * MS,

@@ -447,7 +447,7 @@ fn trace(
 ) -> Result<Traced> {
     // No exec filter: the tracer has no exec tracepoint; it reads every new process.
     let (found_tx, new_libraries) = std::sync::mpsc::channel();
-    discovery::start_discovery(
+    let _scanner = discovery::start_discovery(
         &cfg.classify,
         libbpf_rs::MapHandle::try_from(&skel.maps.task_class)?,
         None,
