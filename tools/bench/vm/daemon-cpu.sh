@@ -19,16 +19,12 @@ REPS=${REPS:-3}
 DUR=${DUR:-30}
 WARM=${WARM:-5}
 CFG=${CFG:-/etc/scx_express/default.toml}
-# /proc's ticks are USER_HZ, 100 on x86 (the guest has no getconf).
-HZ=100
-
 # threads PID: "comm ticks" per thread.
 threads() {
     for _t in /proc/"$1"/task/*; do
         # The task/ entry: /proc/TID/stat would be the whole process's.
-        _s=$(cat "$_t/stat" 2>/dev/null) || continue
-        _s=${_s##*") "}
-        echo "$(cat "$_t/comm") $(echo "$_s" | awk '{ print $12 + $13 }')"
+        _k=$(task_cputime "${_t#/proc/}") || continue
+        echo "$(cat "$_t/comm") $_k"
     done
 }
 
@@ -37,15 +33,15 @@ for _r in $(seq "$REPS"); do
         SCX_BIN=$_b start_scx "/tmp/$_b.log" --config "$CFG"
         sleep "$WARM"
         threads "$SCX_PID" >/tmp/t0
-        _p0=$(task_stat "$SCX_PID" | awk '{ print $12 + $13 }')
+        _p0=$(task_cputime "$SCX_PID")
         sleep "$DUR"
         threads "$SCX_PID" >/tmp/t1
-        _p1=$(task_stat "$SCX_PID" | awk '{ print $12 + $13 }')
+        _p1=$(task_cputime "$SCX_PID")
         # Per thread name (the stats server's threads share one): ticks
         # over DUR; their total as % of one CPU; the process's own count
         # (/proc/PID/stat, what top and the bench show), which also holds
         # threads that ended within DUR.
-        _line=$(awk -v hz="$HZ" -v dur="$DUR" '
+        _line=$(awk -v hz="$VMTEST_CLK_TCK" -v dur="$DUR" '
             NR == FNR { a[$1] += $2; next }
             { b[$1] += $2 }
             END {
@@ -53,7 +49,7 @@ for _r in $(seq "$REPS"); do
                 printf "%s total=%d ticks (%.2f%% of one CPU)", s, t, 100 * t / hz / dur
             }' /tmp/t0 /tmp/t1)
         _p=$((_p1 - _p0))
-        _line="$_line; process $_p ticks ($(awk -v p="$_p" -v hz="$HZ" -v dur="$DUR" 'BEGIN { printf "%.2f", 100 * p / hz / dur }')%)"
+        _line="$_line; process $_p ticks ($(awk -v p="$_p" -v hz="$VMTEST_CLK_TCK" -v dur="$DUR" 'BEGIN { printf "%.2f", 100 * p / hz / dur }')%)"
         log "daemon-cpu: $_b run $_r:$_line"
         stop_scx >/dev/null
     done

@@ -38,8 +38,6 @@ phase() {
     log "$1: median tok/s $T"
 }
 
-ticks() { task_stat "$1" | awk '{ print $12 + $13 }'; }
-
 # scx NAME ARGS...: a phase under scx_express started with ARGS.
 scx() {
     _n=$1
@@ -48,9 +46,9 @@ scx() {
     # Let the scanner find the library before measuring, as a long-lived
     # launcher would have it found.
     sleep 2
-    _k0=$(ticks "$SCX_PID")
+    _k0=$(task_cputime "$SCX_PID")
     phase "$_n"
-    _k1=$(ticks "$SCX_PID")
+    _k1=$(task_cputime "$SCX_PID")
     log "$_n: scx_express used $((_k1 - _k0)) ticks; $(scx_express stats --flat | grep -E '^(launch_windows|probed_libraries|classes\.gpu\.(prev|llc|any|no_tokens|class_cap|fallback)) ' | tr '\n' ' ')"
     stop_scx
 }

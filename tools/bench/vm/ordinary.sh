@@ -80,27 +80,24 @@ phase() {
     log "$1: hackbench ${H} s | stress ${S} bogo-ops/s | cyclictest p50 $2 p99 $3 max $4 us"
 }
 
-cpu_ticks() { task_stat "$1" | awk '{ print $12 + $13 }'; }
-
 phase eevdf
 h1=$H s1=$S c1=$C
 
 start_sched /tmp/scx.log
 log "$SCHED attached: ops $(sched_ops_name)"
-hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
 t0=$(uptime_cs)
-k0=$(cpu_ticks "$SCX_PID")
+k0=$(task_cputime "$SCX_PID")
 phase "$SCHED"
 hs=$H ss=$S cs=$C
-k1=$(cpu_ticks "$SCX_PID")
+k1=$(task_cputime "$SCX_PID")
 t1=$(uptime_cs)
 # ticks / (elapsed s x hz x CPUs), in percent
-cpu_pct=$(awk -v k=$((k1 - k0)) -v t=$((t1 - t0)) -v hz="$hz" -v n="$N" \
+cpu_pct=$(awk -v k=$((k1 - k0)) -v t=$((t1 - t0)) -v hz="$VMTEST_CLK_TCK" -v n="$N" \
     'BEGIN { printf "%.2f", k * 100 * 100 / (t * hz * n) }')
 log "$SCHED own CPU: $((k1 - k0)) ticks in $((t1 - t0))0 ms = ${cpu_pct}% of $N CPUs"
 # Where that time went: each thread's ticks since it started.
 for t in /proc/"$SCX_PID"/task/*; do
-    echo "  thread $(cat "$t/comm" 2>/dev/null): $(task_stat "${t#/proc/}" | awk '{ print $12 + $13 }') ticks"
+    echo "  thread $(cat "$t/comm" 2>/dev/null): $(task_cputime "${t#/proc/}") ticks"
 done
 # Any build of ours (ordinary.sched=scx_express_X too) answers `scx_express stats`.
 case $SCHED in
