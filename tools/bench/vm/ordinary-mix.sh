@@ -20,6 +20,8 @@
 #   tests/vm/run.sh tools/bench/vm/ordinary-mix.sh --smp 8 --timeout 900
 #   tests/vm/run.sh tools/bench/vm/ordinary-mix.sh --bin ~/.cache/scx_express/peers/bin/scx_bpfland \
 #       --env SCHED=scx_bpfland
+# A bundle (tools/bench/vm/bundle.sh, peers added with --bin) picks the
+# scheduler per boot from the kernel command line: --append mix.sched=NAME.
 # vmtest: smp=2 timeout=600 bins=target/release/scx_express,/usr/bin/stress-ng
 # shellcheck source=../../../tests/vm/guest-lib.sh
 . /lib/vmtest/guest-lib.sh
@@ -27,6 +29,8 @@
 N=$VMTEST_SMP
 SECS=${SECS:-5}
 SCHED=${SCHED:-scx_express}
+sched=$(sed -n 's/.*mix\.sched=\([^ ]*\).*/\1/p' /proc/cmdline)
+[ -z "$sched" ] || SCHED=$sched
 REPS=${REPS:-1}
 TESTS=${TESTS:-switch futex fork yield pipe mixed}
 
