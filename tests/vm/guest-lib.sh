@@ -107,6 +107,18 @@ task_cputime() {
     echo "$_fields" | awk '{ print $12 + $13 }'
 }
 
+# boot_arg NAME: the value of NAME=VALUE on the kernel command line (the
+# last one given), empty if absent. Bundled benchmarks take per-boot
+# choices this way (runner.sh --append NAME=VALUE).
+boot_arg() {
+    _val=
+    read -r _line </proc/cmdline
+    for _arg in $_line; do
+        case $_arg in "$1"=*) _val=${_arg#*=} ;; esac
+    done
+    echo "$_val"
+}
+
 # export_file PATH [NAME]: send a guest file to the host through the console.
 # run.sh --out-dir DIR saves it as DIR/NAME (default: basename of PATH).
 export_file() {

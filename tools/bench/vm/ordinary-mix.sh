@@ -29,7 +29,7 @@
 N=$VMTEST_SMP
 SECS=${SECS:-5}
 SCHED=${SCHED:-scx_express}
-sched=$(sed -n 's/.*mix\.sched=\([^ ]*\).*/\1/p' /proc/cmdline)
+sched=$(boot_arg mix.sched)
 [ -z "$sched" ] || SCHED=$sched
 REPS=${REPS:-1}
 TESTS=${TESTS:-switch futex fork yield pipe mixed}

@@ -30,9 +30,9 @@
 N=$VMTEST_SMP
 HOGS=$((4 * N))
 SCHED=${SCHED:-scx_express}
-sched=$(sed -n 's/.*ordinary\.sched=\([^ ]*\).*/\1/p' /proc/cmdline)
+sched=$(boot_arg ordinary.sched)
 [ -z "$sched" ] || SCHED=$sched
-cfg=$(sed -n 's/.*ordinary\.config=\([^ ]*\).*/\1/p' /proc/cmdline)
+cfg=$(boot_arg ordinary.config)
 [ -z "$cfg" ] || SCHED_ARGS="$SCHED_ARGS --config $cfg"
 
 hackbench_s() {
