@@ -11,27 +11,41 @@
 #   pipe     N writer/reader pairs moving data: throughput between wakeups
 #   mixed    switch pairs beside 4N CPU hogs (the switch ops/s): wakeups
 #            that must preempt a hog to run soon
+#   hackbench hackbench -g 8 -l 400 (ordinary.sh's), as messages/s:
+#            320 tasks, senders that keep running after each wakeup
 # Each phase runs every test REPS times (default 1) and keeps the median:
 # a single 5 s sample of `mixed` moved by 2x between boots. TESTS picks
-# a subset. The last line sums it up as ratios to EEVDF (higher is better).
+# a subset (hackbench only when named). The last line sums it up as ratios
+# to EEVDF (higher is better).
+#
+# SCHEDS="A B ..." (or mix.sched=A,B) runs several schedulers in one boot,
+# for an A/B of two builds: ROUNDS rounds (default 1) of EEVDF then each
+# scheduler, the order reversed each round, and EEVDF again at the end;
+# each scheduler's ratio is the mean of its phases over the mean of
+# EEVDF's. Under TCG the same build's ratio moves by tens of percent
+# between boots, more than most scheduling changes; within one boot,
+# interleaved, host drift falls on all of them alike.
 #
 #   tests/vm/run.sh tools/bench/vm/ordinary-mix.sh                     # scx_express
 #   tests/vm/run.sh tools/bench/vm/ordinary-mix.sh --env REPS=3 --env TESTS="switch mixed"
 #   tests/vm/run.sh tools/bench/vm/ordinary-mix.sh --smp 8 --timeout 900
 #   tests/vm/run.sh tools/bench/vm/ordinary-mix.sh --bin ~/.cache/scx_express/peers/bin/scx_bpfland \
 #       --env SCHED=scx_bpfland
+#   tests/vm/run.sh tools/bench/vm/ordinary-mix.sh --bin /tmp/scx_express_x:/bin/scx_express_x \
+#       --env "SCHEDS=scx_express scx_express_x" --env ROUNDS=2 --env "TESTS=hackbench mixed"
 # A bundle (tools/bench/vm/bundle.sh, peers added with --bin) picks the
 # scheduler per boot from the kernel command line: --append mix.sched=NAME.
-# vmtest: smp=2 timeout=600 bins=target/release/scx_express,/usr/bin/stress-ng
+# vmtest: smp=2 timeout=600 bins=target/release/scx_express,/usr/bin/stress-ng,/usr/bin/hackbench
 # shellcheck source=../../../tests/vm/guest-lib.sh
 . /lib/vmtest/guest-lib.sh
 
 N=$VMTEST_SMP
 SECS=${SECS:-5}
-SCHED=${SCHED:-scx_express}
+SCHEDS=${SCHEDS:-${SCHED:-scx_express}}
 sched=$(boot_arg mix.sched)
-[ -z "$sched" ] || SCHED=$sched
+[ -z "$sched" ] || SCHEDS=$(echo "$sched" | tr , ' ')
 REPS=${REPS:-1}
+ROUNDS=${ROUNDS:-1}
 TESTS=${TESTS:-switch futex fork yield pipe mixed}
 
 # ops STRESSOR ARGS...: stress-ng's real-time bogo-ops/s of STRESSOR.
@@ -57,6 +71,11 @@ one() {
         ops switch --switch "$N"
         wait "$_h"
         ;;
+    hackbench)
+        # 8 groups x 20 senders x 20 receivers x 400 loops = 1280000 messages
+        hackbench -g 8 -l 400 2>&1 |
+            awk '/^Time:/ { if ($2 > 0) printf "%.0f\n", 1280000 / $2 }'
+        ;;
     esac
 }
 
@@ -65,25 +84,38 @@ phase() {
     for t in $TESTS; do
         v=$(for _ in $(seq "$REPS"); do one "$t"; done | median)
         echo "$1 $t ${v:-0}" >>/tmp/r.txt
-        log "$1: $t ${v:-none} bogo-ops/s"
+        log "$1: $t ${v:-none} per s (bogo-ops; hackbench: messages)"
     done
 }
 
 : >/tmp/r.txt
 phase eevdf
-start_sched /tmp/scx.log
-log "$SCHED attached: ops $(sched_ops_name)"
-phase sched
-stop_sched
-phase eevdf2
+order=$SCHEDS
+for _ in $(seq "$ROUNDS"); do
+    for SCHED in $order; do
+        start_sched "/tmp/scx-$SCHED.log"
+        log "$SCHED attached: ops $(sched_ops_name)"
+        phase "$SCHED"
+        stop_sched
+    done
+    phase eevdf
+    # the next round in the reverse order
+    order=$(for s in $order; do echo "$s"; done | awk '{ l[NR] = $0 } END { for (i = NR; i; i--) print l[i] }')
+done
 
-awk -v name="$SCHED" -v n="$N" '
-    { v[$1, $2] = $3; if (!($2 in seen)) { seen[$2] = 1; order[++k] = $2 } }
+# Means over each name's phases; one line per scheduler.
+awk -v scheds="$SCHEDS" -v n="$N" '
+    { sum[$1, $2] += $3; cnt[$1, $2]++; if (!($2 in seen)) { seen[$2] = 1; order[++k] = $2 } }
     END {
-        printf "ordinary-mix: sched=%s smp=%d", name, n
-        for (i = 1; i <= k; i++) {
-            t = order[i]; e = (v["eevdf", t] + v["eevdf2", t]) / 2
-            printf " %s=%.3f", t, (e > 0 ? v["sched", t] / e : 0)
+        ns = split(scheds, s, " ")
+        for (j = 1; j <= ns; j++) {
+            printf "ordinary-mix: sched=%s smp=%d", s[j], n
+            for (i = 1; i <= k; i++) {
+                t = order[i]
+                e = cnt["eevdf", t] ? sum["eevdf", t] / cnt["eevdf", t] : 0
+                v = cnt[s[j], t] ? sum[s[j], t] / cnt[s[j], t] : 0
+                printf " %s=%.3f", t, (e > 0 ? v / e : 0)
+            }
+            printf "\n"
         }
-        printf "\n"
     }' /tmp/r.txt
