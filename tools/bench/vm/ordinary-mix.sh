@@ -15,12 +15,12 @@
 #            320 tasks, senders that keep running after each wakeup
 # Each phase runs every test REPS times (default 1) and keeps the median:
 # a single 5 s sample of `mixed` moved by 2x between boots. TESTS picks
-# a subset (hackbench only when named). The last line sums it up as ratios
-# to EEVDF (higher is better).
+# a subset (hackbench only when named). The last lines, one per scheduler,
+# sum it up as ratios to EEVDF (higher is better).
 #
 # SCHEDS="A B ..." (or mix.sched=A,B) runs several schedulers in one boot,
-# for an A/B of two builds: ROUNDS rounds (default 1) of EEVDF then each
-# scheduler, the order reversed each round, and EEVDF again at the end;
+# for an A/B of two builds: EEVDF, then ROUNDS rounds (default 1) of each
+# scheduler followed by EEVDF, the order reversed each round;
 # each scheduler's ratio is the mean of its phases over the mean of
 # EEVDF's. Under TCG the same build's ratio moves by tens of percent
 # between boots, more than most scheduling changes; within one boot,
