@@ -445,6 +445,14 @@ disk_noise() {
         --numjobs=4 --ioengine=libaio --time_based --runtime="$_secs"
 }
 
+# hackbench_once: the seconds of one `hackbench -g 8 -l 400`, the workload
+# the ordinary-task benchmarks (tools/bench/vm) share: 8 groups of 20
+# senders and 20 receivers, each sender 400 messages to each receiver,
+# HACKBENCH_MSGS in all.
+# shellcheck disable=SC2034 # read by the scripts that source this file
+HACKBENCH_MSGS=1280000
+hackbench_once() { hackbench -g 8 -l 400 2>&1 | sed -n 's/^Time: *//p'; }
+
 # median: the median of the numbers on stdin, one per line (the mean of the
 # middle two for an even count).
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }

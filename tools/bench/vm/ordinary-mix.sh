@@ -72,9 +72,7 @@ one() {
         wait "$_h"
         ;;
     hackbench)
-        # 8 groups x 20 senders x 20 receivers x 400 loops = 1280000 messages
-        hackbench -g 8 -l 400 2>&1 |
-            awk '/^Time:/ { if ($2 > 0) printf "%.0f\n", 1280000 / $2 }'
+        hackbench_once | awk -v m="$HACKBENCH_MSGS" '$1 > 0 { printf "%.0f\n", m / $1 }'
         ;;
     esac
 }

@@ -37,7 +37,7 @@ cfg=$(boot_arg ordinary.config)
 
 hackbench_s() {
     for _ in 1 2 3; do
-        hackbench -g 8 -l 400 2>&1 | sed -n 's/^Time: *//p'
+        hackbench_once
     done | median
 }
 
