@@ -11,12 +11,18 @@
 #   pipe     N writer/reader pairs moving data: throughput between wakeups
 #   mixed    switch pairs beside 4N CPU hogs (the switch ops/s): wakeups
 #            that must preempt a hog to run soon
+#   lowpri   4N CPU hogs beside N switch pairs at nice 19 (the hogs'
+#            bogo-ops/s): the other side of `mixed`. A nice 19 task is
+#            owed about 1/70 of a nice 0 one's CPU, so the hogs should
+#            keep nearly the whole machine; a placement that lets
+#            ping-pong wakeups skip the queue shows here as the hogs
+#            losing what the pairs take
 #   hackbench hackbench -g 8 -l 400 (ordinary.sh's), as messages/s:
 #            320 tasks, senders that keep running after each wakeup
 # Each phase runs every test REPS times (default 1) and keeps the median:
 # a single 5 s sample of `mixed` moved by 2x between boots. TESTS picks
-# a subset (hackbench only when named). The last lines, one per scheduler,
-# sum it up as ratios to EEVDF (higher is better).
+# a subset (hackbench and lowpri only when named). The last lines, one
+# per scheduler, sum it up as ratios to EEVDF (higher is better).
 #
 # SCHEDS="A B ..." (or mix.sched=A,B) runs several schedulers in one boot,
 # for an A/B of two builds: EEVDF, then ROUNDS rounds (default 1) of each
@@ -69,6 +75,15 @@ one() {
         _h=$!
         sleep 1
         ops switch --switch "$N"
+        wait "$_h"
+        ;;
+    lowpri)
+        # renice, then exec: the guest's busybox has no nice(1)
+        sh -c 'renice -n 19 -p $$ >/dev/null && exec "$@"' sh \
+            stress-ng --switch "$N" --timeout $((SECS + 3))s >/dev/null 2>&1 &
+        _h=$!
+        sleep 1
+        ops cpu --cpu $((4 * N))
         wait "$_h"
         ;;
     hackbench)
