@@ -62,6 +62,18 @@ ops() {
         awk -v s="$_s" '$4 == s && $5 ~ /^[0-9]+$/ { print $(NF - 1) }' | tail -n 1
 }
 
+# beside NICE BG COUNT FG COUNT: FG's bogo-ops/s while COUNT BG workers
+# run beside it at NICE (renice, then exec: the guest's busybox has no
+# nice(1)).
+beside() {
+    sh -c 'renice -n "$0" -p $$ >/dev/null && exec "$@"' "$1" \
+        stress-ng --"$2" "$3" --timeout $((SECS + 3))s >/dev/null 2>&1 &
+    _h=$!
+    sleep 1
+    ops "$4" --"$4" "$5"
+    wait "$_h"
+}
+
 # one TEST: its bogo-ops/s.
 one() {
     case $1 in
@@ -70,22 +82,8 @@ one() {
     fork) ops fork --fork "$N" ;;
     yield) ops yield --yield $((4 * N)) ;;
     pipe) ops pipe --pipe "$N" ;;
-    mixed)
-        stress-ng --cpu $((4 * N)) --timeout $((SECS + 3))s >/dev/null 2>&1 &
-        _h=$!
-        sleep 1
-        ops switch --switch "$N"
-        wait "$_h"
-        ;;
-    lowpri)
-        # renice, then exec: the guest's busybox has no nice(1)
-        sh -c 'renice -n 19 -p $$ >/dev/null && exec "$@"' sh \
-            stress-ng --switch "$N" --timeout $((SECS + 3))s >/dev/null 2>&1 &
-        _h=$!
-        sleep 1
-        ops cpu --cpu $((4 * N))
-        wait "$_h"
-        ;;
+    mixed) beside 0 cpu $((4 * N)) switch "$N" ;;
+    lowpri) beside 19 switch "$N" cpu $((4 * N)) ;;
     hackbench)
         hackbench_once | awk -v m="$HACKBENCH_MSGS" '$1 > 0 { printf "%.0f\n", m / $1 }'
         ;;
