@@ -53,19 +53,23 @@
  *
  * 4. Placement
  *
- *    A wakeup goes straight to an idle CPU when the kernel's idle picker
- *    finds one (the previous CPU, then its LLC, then any), dispatched there
- *    at once. Otherwise it joins its DSQ (the CPU's own for a pinned task,
- *    the shared one for the rest, both ordered by deadline) and an idle CPU
- *    that may run it is kicked. One shared DSQ: the hosts this serves have
+ *    A synchronous wakeup whose waker hands its CPU over (a pipe or
+ *    socket reply: the waker sleeps next) and whose deadline would put it
+ *    first in line waits on the waker's CPU and runs there when the waker
+ *    stops (fair_sync_waker_cpu()). Any other wakeup goes straight to an
+ *    idle CPU when the kernel's idle picker finds one (the previous CPU,
+ *    then its LLC, then any), dispatched there at once. Otherwise it
+ *    joins its DSQ (the CPU's own for a pinned task, the shared one for
+ *    the rest, both ordered by deadline) and an idle CPU that may run it
+ *    is kicked. One shared DSQ: the hosts this serves have
  *    one LLC per socket, and a shared queue balances load for free; with
  *    tens of CPUs per LLC its lock is the first thing to split.
  *
  *    A CPU held for an express task's return (hold.bpf.c), once its
  *    window opened, is passed over by the wakeup, the idle kick and the
- *    shared DSQ's pick. While any CPU
- *    is held, one pass over the CPUs replaces the kernel's idle picker (a
- *    few hundred ns natively at tens of CPUs).
+ *    shared DSQ's pick. While any CPU is held, one pass over the CPUs
+ *    replaces the kernel's idle picker (a few hundred ns natively at tens
+ *    of CPUs).
  *
  * 5. Wakeup preemption
  *
@@ -380,6 +384,14 @@ static u32 fair_place(struct task_struct *p, struct task_ctx *tctx, bool wakeup,
 
 /* ---- DSQs and CPUs ---- */
 
+/* Deadline of DSQ @dsq's head on the shared clock, or U64 max if empty. */
+static u64 head_key(u64 dsq)
+{
+	struct task_struct *p = __COMPAT_scx_bpf_dsq_peek(dsq);
+
+	return p ? to_shared(p->scx.dsq_vtime, clock_of_dsq(dsq)) : (u64)-1;
+}
+
 /* The fair DSQ a task goes to: its CPU's DSQ if pinned or asked for, else shared. */
 __hidden u64 fair_dsq(const struct task_struct *p, s32 cpu)
 {
@@ -510,6 +522,71 @@ __hidden void fair_dispatch_idle(struct task_struct *p, u64 dsq_id, u64 enq_flag
 	stat_inc(STAT_DIRECT_IDLE);
 }
 
+/*
+ * Section 4: the waker's CPU for a synchronous wakeup (a pipe or socket
+ * reply, a futex handoff: the waker sleeps next), or -1. @p is inserted
+ * into that CPU's local DSQ and runs as soon as the waker stops: no
+ * migration, and no idle CPU woken for a run of a few us, which costs an
+ * IPI and an idle exit (a few us natively, more from deep idle; tens of
+ * us in a TCG guest). Taken even when CPUs are idle: ping-pong pairs
+ * kept on one CPU each ran about 1.5x the round trips per second of
+ * pairs split across two, at 2 and at 8 vCPUs (docs/benchmarks.md,
+ * "Other ordinary workloads").
+ *
+ * Only when the waker hands its CPU over: its last run made one
+ * synchronous wakeup and then slept, and this is its first in this run.
+ * A sender that wakes many readers and keeps running (hackbench's: 20
+ * per run) would hold each of them a slice on its CPU while other CPUs
+ * could run them; without this gate that cost hackbench at 8 vCPUs
+ * (docs/benchmarks.md). The waker's history is its previous run's: a
+ * ping-pong pair misses once, then stays.
+ *
+ * The local DSQ runs before any fair DSQ, so only a wakee that would run
+ * next anyway goes there: its deadline is no later than the heads of the
+ * shared DSQ and of that CPU's pinned DSQ. A sleeper with its credit
+ * (section 3) beats the hogs queued beside it; a ping-pong pair that keeps
+ * a CPU to itself moves its vruntime on, and within a slice or so its
+ * wakeups go back to the queue: it never takes a CPU from tasks with
+ * earlier deadlines, and nice still counts. At most one task waits there
+ * per CPU, and never on a CPU held for an express task or running one.
+ */
+__hidden s32 fair_sync_waker_cpu(struct task_struct *p, u64 wake_flags)
+{
+	struct task_struct *waker = (void *)bpf_get_current_task_btf();
+	s32 cpu = bpf_get_smp_processor_id();
+	struct task_ctx *tctx, *wctx;
+	struct cpu_ctx *cc;
+	u64 slice, dl, now;
+	u32 idx;
+
+	if (fair_user_mode || !(wake_flags & SCX_WAKE_SYNC) || (waker->flags & PF_EXITING))
+		return -1;
+	wctx = task_ctx_get(waker);
+	if (!wctx || ++wctx->sync_wakes != 1 || !wctx->sync_handoff ||
+	    !bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
+		return -1;
+	cc = cpu_ctx_of(cpu);
+	tctx = task_ctx_get(p);
+	/* curr_fair: the waker is a fair task, not express nor a kthread run out of order. */
+	if (!cc || !cc->curr_fair || !tctx || cpu_held(cpu, NULL) ||
+	    scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL_ON | cpu))
+		return -1;
+	slice = fair_slice();
+	idx = fair_place(p, tctx, true, slice);
+	dl = to_shared(tctx->fair_deadline, idx);
+	/* Plain comparisons: an empty DSQ's key is U64 max. */
+	if (dl > head_key(SHARED_DSQ) || dl > head_key(cpu))
+		return -1;
+	now = bpf_ktime_get_ns();
+	tctx->fair_queued_ns = now;
+	/* It waits for the waker: fair_wait_us counts that wait. */
+	tctx->fair_woken_ns = tctx->fair_decided_ns = now;
+	tctx->fair_dispatched = 1;
+	scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice, 0);
+	stat_inc(STAT_FAIR_SYNC_WAKER);
+	return cpu;
+}
+
 /* Sections 1-5: queue @p by deadline, then find it a CPU. */
 __hidden void fair_enqueue(struct task_struct *p, u64 enq_flags)
 {
@@ -542,14 +619,6 @@ __hidden void fair_enqueue(struct task_struct *p, u64 enq_flags)
 }
 
 /* ---- ops.dispatch(): what runs next ---- */
-
-/* Deadline of DSQ @dsq's head on the shared clock, or U64 max if empty. */
-static u64 head_key(u64 dsq)
-{
-	struct task_struct *p = __COMPAT_scx_bpf_dsq_peek(dsq);
-
-	return p ? to_shared(p->scx.dsq_vtime, clock_of_dsq(dsq)) : (u64)-1;
-}
 
 /*
  * @prev used up its slice and is still runnable. If its deadline for one
@@ -795,6 +864,8 @@ __hidden void fair_running(struct task_struct *p, struct task_ctx *tctx, struct 
 			clock_advance(idx, tctx->fair_vruntime);
 		}
 	}
+	if (tctx)
+		tctx->sync_wakes = 0;
 	if (cc) {
 		cc->curr_fair = fair;
 		cc->fair_preempt_pending = 0;
@@ -810,10 +881,14 @@ __hidden void fair_running(struct task_struct *p, struct task_ctx *tctx, struct 
 		fair_wakeup_latency(tctx);
 }
 
-__hidden void fair_stopping(struct task_struct *p, struct task_ctx *tctx, struct cpu_ctx *cc)
+__hidden void fair_stopping(struct task_struct *p, struct task_ctx *tctx, struct cpu_ctx *cc,
+			    bool runnable)
 {
 	if (cc)
 		cc->curr_fair = 0;
+	/* Section 4: a run that made one synchronous wakeup and slept handed its CPU over. */
+	if (tctx)
+		tctx->sync_handoff = !runnable && tctx->sync_wakes == 1;
 	if (!fair_user_mode && tctx && tctx->fair_dispatched)
 		fair_charge(p, tctx);
 }

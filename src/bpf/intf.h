@@ -68,6 +68,7 @@ enum stat_idx {
 	STAT_FAIR_FORGIVEN_NS,	 /* of it, CPU time dropped at the debt bound (ns) */
 	STAT_FAIR_STARVED,	 /* queued fair tasks run out of order after STARVE_NS */
 	STAT_IO_KEPT_OFF,	 /* block-I/O tasks kept off a shielded CPU (irq_shield) */
+	STAT_FAIR_SYNC_WAKER,	 /* synchronous fair wakeups queued on their waker's CPU */
 	NR_EXPRESS_STATS,
 };
 
@@ -202,6 +203,8 @@ struct task_ctx {
 	u32 fair_clock;	       /* index of the virtual clock it counts on, +1 (0: none yet) */
 	u64 fair_queued_ns;    /* BPF fair policy: last put in a fair DSQ at (starvation guard) */
 	u32 wake_sync;	       /* ops.select_cpu() saw a synchronous wakeup */
+	u32 sync_wakes;	       /* synchronous fair wakeups it made in its current run */
+	u32 sync_handoff;      /* its last run made one and then slept (fair.bpf.c section 4) */
 	u32 tenant;	       /* tenant index + 1 at its last resolution, 0: none */
 	u32 wake_class;	       /* class it woke up as (wake_ns valid) */
 	u64 wake_ns;	       /* express-class wakeup at, 0 once running */

@@ -59,8 +59,10 @@
  * 5. Fair path (fair.bpf.c)
  *
  *    Sections 1-6 of fair.bpf.c: vruntime and deadlines, per-CPU clocks
- *    for pinned tasks, bounded sleeper credit, idle placement, wakeup
- *    preemption (not on synchronous wakeups) and load-scaled slices.
+ *    for pinned tasks, bounded sleeper credit, placement (a synchronous
+ *    wakee first in line waits on its waker's CPU, others go to an idle
+ *    CPU), wakeup preemption (not on synchronous wakeups) and load-scaled
+ *    slices.
  *
  * 6. Watchdog safety (usersched.bpf.c, userspace mode only)
  *
@@ -186,10 +188,14 @@ s32 BPF_STRUCT_OPS(express_select_cpu, struct task_struct *p, s32 prev_cpu, u64 
 
 	/*
 	 * Held CPUs (hold.bpf.c) and, for an I/O task, the shielded CPUs in
-	 * use (placement.bpf.c) are not the kernel idle picker's to take.
+	 * use (placement.bpf.c) are not the kernel idle picker's to take. A
+	 * synchronous wakee first in line waits on its waker's CPU (fair.bpf.c,
+	 * section 4), inserted there already.
 	 */
 	if (!is_usersched(p) && fair_avoids_cpus(p, &io))
 		cpu = pick_cpu_avoiding(p, prev_cpu, io, &is_idle);
+	else if (!is_usersched(p) && (cpu = fair_sync_waker_cpu(p, wake_flags)) >= 0)
+		return cpu;
 	else
 		cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);
 	if (is_usersched(p)) {
@@ -351,7 +357,7 @@ void BPF_STRUCT_OPS(express_stopping, struct task_struct *p, bool runnable)
 	s32 cpu = scx_bpf_task_cpu(p);
 	struct cpu_ctx *cc = cpu_ctx_of(cpu);
 
-	fair_stopping(p, tctx, cc);
+	fair_stopping(p, tctx, cc, runnable);
 	/* An express run goes to sleep: maybe hold its CPU (BPF fair mode only). */
 	if (!runnable && !fair_user_mode && tctx && cc && cc->curr_express)
 		hold_start(p, tctx, cpu, cc);
