@@ -61,9 +61,9 @@
  *    then its LLC, then any), dispatched there at once. Otherwise it
  *    joins its DSQ (the CPU's own for a pinned task, the shared one for
  *    the rest, both ordered by deadline) and an idle CPU that may run it
- *    is kicked. One shared DSQ: the hosts this serves have
- *    one LLC per socket, and a shared queue balances load for free; with
- *    tens of CPUs per LLC its lock is the first thing to split.
+ *    is kicked. One shared DSQ: the hosts this serves have one LLC per
+ *    socket, and a shared queue balances load for free; with tens of
+ *    CPUs per LLC its lock is the first thing to split.
  *
  *    A CPU held for an express task's return (hold.bpf.c), once its
  *    window opened, is passed over by the wakeup, the idle kick and the
