@@ -1,0 +1,62 @@
+#!/bin/sh
+# Benchmark (prints numbers, asserts nothing): where the agent stand-in's
+# time goes under loopback network load (iperf3, 10 streams), EEVDF, then
+# scx_express, then EEVDF again, in one boot. The loop is class agent by
+# a comm rule (AGENT_RULE_TOML), for the scheduler and for `scx_express
+# trace` alike; each phase prints the agent's own summary (local-tail
+# p50/p99, the think step's CPU time) and trace's per-step breakdown
+# (run, runqueue wait, hard and soft IRQ time inside the step). The
+# guest kernel has CONFIG_IRQ_TIME_ACCOUNTING off, so softirq work run
+# while the loop runs counts as its CPU time: trace's softirq row says
+# how much of a slower think step that is.
+#   tests/vm/run.sh tools/bench/vm/agent-net-trace.sh
+# vmtest: smp=2 timeout=400 bins=target/release/scx_express,/usr/bin/iperf3 files=workloads/build:/opt/w
+# shellcheck source=../../../tests/vm/guest-lib.sh
+. /lib/vmtest/guest-lib.sh
+
+STEPS=${STEPS:-1500}
+printf '%s\n' "$AGENT_RULE_TOML" >/tmp/cfg.toml
+# HOLD=off: no holds for the agent class (its CPU is not kept idle while
+# it waits on the tool server), to tell the holds' cost from the lane's.
+[ "${HOLD:-on}" = on ] || printf '[classes.agent]\nhold_us = 0\nhold_whole = false\n' >>/tmp/cfg.toml
+iperf3 -s -D >/dev/null 2>&1
+sleep 1
+
+# phase NAME: one agent run of STEPS steps beside iperf3, traced.
+phase() {
+    rm -f /tmp/go
+    iperf3 -c 127.0.0.1 -P 10 -t 120 >/dev/null 2>&1 &
+    _ip=$!
+    /opt/w/agent --steps "$STEPS" --go-file /tmp/go >"/tmp/a-$1.out" 2>&1 &
+    _ag=$!
+    wait_until 20 grep -qs '^agent_tid=' "/tmp/a-$1.out" || fail "$1: agent did not start"
+    # MARK_SERVER=1: the tool server process marked agent too, as the bench does.
+    if [ "${MARK_SERVER:-0}" = 1 ] && sched_state_is enabled; then
+        scx_express mark --pid "$(sed -n 's/^tool_server_pid=//p' "/tmp/a-$1.out")" --class agent >/dev/null ||
+            fail "$1: mark the tool server"
+    fi
+    scx_express --config /tmp/cfg.toml trace >"/tmp/t-$1.out" 2>"/tmp/t-$1.err" &
+    _tr=$!
+    wait_until 60 grep -q 'tracing with' "/tmp/t-$1.err" || {
+        cat "/tmp/t-$1.err"
+        fail "$1: trace did not start"
+    }
+    sleep 2
+    touch /tmp/go
+    wait "$_ag"
+    kill -TERM "$_tr"
+    wait "$_tr"
+    kill "$_ip" 2>/dev/null
+    wait "$_ip" 2>/dev/null
+    for k in steps_per_s tail_p50_us tail_p99_us rtt_p50_us rtt_p99_us burst_cpu_p50_us server_write_p99_us agent_nivcsw; do
+        echo "$1: $k $(sed -n "s/^$k=//p" "/tmp/a-$1.out")"
+    done
+    sed -n '/^agent steps/,/^p99 /p' "/tmp/t-$1.out" | sed "s/^/$1: /"
+    grep -a "softirq\|NET_RX" /proc/softirqs | sed "s/^/$1: /"
+}
+
+phase eevdf1
+start_scx /tmp/scx.log --config /tmp/cfg.toml
+phase express
+stop_scx
+phase eevdf2
