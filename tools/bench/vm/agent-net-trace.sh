@@ -42,8 +42,15 @@ phase() {
         fail "$1: trace did not start"
     }
     sleep 2
+    sched_state_is enabled && scx_express stats --flat >/tmp/s0 2>/dev/null
     touch /tmp/go
     wait "$_ag"
+    if sched_state_is enabled; then
+        scx_express stats --flat >/tmp/s1 2>/dev/null
+        # The agent class's holds over the run: counter increases.
+        awk 'NR == FNR { a[$1] = $2; next } $1 ~ /^classes\.agent\.(hold|held)/ { print $1, $2 - a[$1] }' \
+            /tmp/s0 /tmp/s1 | sed "s/^/$1: /"
+    fi
     kill -TERM "$_tr"
     wait "$_tr"
     kill "$_ip" 2>/dev/null
