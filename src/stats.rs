@@ -197,6 +197,9 @@ stat_table! {
         "Holds ended by another task running on the CPU before their task came back";
     hold_early: Counter Events Source::Lane(lane_stat_idx_LANE_HOLD_EARLY), "express_hold_early",
         "Holds whose task came back before the window opened (ordinary work still ran there)";
+    hold_partner: Counter Events Source::Lane(lane_stat_idx_LANE_HOLD_PARTNER),
+        "express_hold_partner",
+        "Holds not started because the fair-path task it last woke (its tool server) waited for a CPU";
     wakeups: Counter Events Source::Lat(lat_stat_idx_LAT_WAKEUPS), "wakeups",
         "Wakeups of the class's tasks measured, wakeup to running, by either lane";
     over_target: Counter Events Source::Lat(lat_stat_idx_LAT_OVER_TARGET), "wakeups_over_target",

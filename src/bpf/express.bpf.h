@@ -55,6 +55,7 @@ s32 hold_init(void);
 void hold_note_wake(struct task_ctx *tctx, u64 now);
 void hold_start(struct task_struct *p, struct task_ctx *tctx, s32 cpu, struct cpu_ctx *cc);
 void hold_running(struct task_struct *p, bool fair, struct cpu_ctx *cc);
+void hold_note_wakee(struct task_struct *p, u64 wake_flags);
 bool hold_any(void);
 bool cpu_held(s32 cpu, struct task_struct *p);
 bool cpu_reserved(s32 cpu, struct task_struct *p);

@@ -57,6 +57,17 @@
  * the machine (plus at most one hold per CPU).
  * Not the task's token bucket: a hold is not CPU time the task used.
  *
+ * A hold serves its task's return, so it never delays what the task waits
+ * on: the task it last woke synchronously (its tool server, the other end
+ * of its pipe), if on the fair path, may run on the held CPU
+ * (held_for_other()), and no hold starts while it waits for a CPU
+ * (partner_waiting()). (An express partner takes the lane, and express
+ * tasks keep off each other's holds.) Without this, an agent whose tool server is not in
+ * its class held one CPU idle while the server queued for the others, and
+ * at 2 vCPUs beside network load made a fifth fewer steps a second than
+ * under EEVDF (docs/benchmarks.md, "An unmarked tool server pays for the
+ * agent's holds").
+ *
  * Only with fair.mode = "bpf": in userspace mode userspace places fair
  * tasks and knows nothing of holds (main.bpf.c starts none then).
  */
@@ -225,6 +236,9 @@ static bool held_for_other(s32 cpu, struct task_struct *p, bool open)
 	cc = cpu_ctx_of(cpu);
 	if (!cc || !cc->hold_until_ns || (p && p->pid == cc->hold_pid))
 		return false;
+	/* Lent to what its task waits on, on the fair path (open: the fair path asks). */
+	if (open && p && p->pid == cc->hold_partner)
+		return false;
 	now = bpf_ktime_get_ns();
 	return (!open || !time_before(now, cc->hold_start_ns)) &&
 	       time_before(now, cc->hold_until_ns);
@@ -265,6 +279,27 @@ static bool idle_unheld(struct task_struct *p, const struct cpumask *idle)
 }
 
 /*
+ * Is the fair-path task that @tctx's task last woke synchronously (what it
+ * now waits on: its tool server) runnable but on no CPU? Then it waits for
+ * one, and a hold would keep this one idle while the reply waits.
+ */
+static bool partner_waiting(struct task_ctx *tctx)
+{
+	struct task_struct *q;
+	bool waiting;
+
+	if (!tctx->sync_wakee)
+		return false;
+	q = bpf_task_from_pid(tctx->sync_wakee);
+	if (!q)
+		return false;
+	/* An express partner's wakeup takes the lane: it waits for no hold. */
+	waiting = q->on_rq && !q->on_cpu && task_class_of(q) == CLASS_NORMAL;
+	bpf_task_release(q);
+	return waiting;
+}
+
+/*
  * @p, an express run of class tctx->lane_class, goes to sleep on @cpu
  * (ops.stopping(), not runnable): hold the CPU if its sleeps are short
  * and the class quota has room.
@@ -301,6 +336,10 @@ __hidden void hold_start(struct task_struct *p, struct task_ctx *tctx, s32 cpu, 
 		lane_stat_inc(class, LANE_HOLD_SPARE);
 		return;
 	}
+	if (partner_waiting(tctx)) {
+		lane_stat_inc(class, LANE_HOLD_PARTNER);
+		return;
+	}
 	/* hold_whole: the window opens at once (header comment). */
 	if (class_hold_whole[class]) {
 		early = 0;
@@ -332,6 +371,7 @@ __hidden void hold_start(struct task_struct *p, struct task_ctx *tctx, s32 cpu, 
 	cc->hold_class = class;
 	cc->hold_tenant = tenant;
 	cc->hold_pid = p->pid;
+	cc->hold_partner = tctx->sync_wakee;
 	cc->hold_until_ns = now + ns;
 	__sync_fetch_and_add(&nr_holds, 1);
 	bpf_timer_start(&t->timer, early, BPF_F_TIMER_CPU_PIN);
@@ -363,4 +403,23 @@ __hidden void hold_running(struct task_struct *p, bool fair, struct cpu_ctx *cc)
 	if (p->pid != cc->hold_pid && time_before(now, cc->hold_until_ns))
 		lane_stat_inc(cc->hold_class, LANE_HOLD_TAKEN);
 	hold_end(cc, now, p->pid == cc->hold_pid);
+}
+
+/*
+ * A synchronous wakeup by the running task: @p is what it will wait on
+ * (its tool server, the other end of its pipe). A hold of the waker's CPU
+ * lends it to @p (held_for_other()): the reply it waits for needs a CPU,
+ * and the held one is idle.
+ */
+__hidden void hold_note_wakee(struct task_struct *p, u64 wake_flags)
+{
+	struct cpu_ctx *cc = cpu_ctx_of(bpf_get_smp_processor_id());
+	struct task_ctx *wctx;
+
+	/* Only express wakers hold CPUs; a per-CPU load rules the rest out. */
+	if (!(wake_flags & SCX_WAKE_SYNC) || !cc || !cc->curr_express)
+		return;
+	wctx = task_ctx_get((void *)bpf_get_current_task_btf());
+	if (wctx)
+		wctx->sync_wakee = p->pid;
 }

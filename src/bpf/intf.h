@@ -102,6 +102,7 @@ enum lane_stat_idx {
 	LANE_HOLD_EARLY,     /* of holds, the task came back before the window opened */
 	LANE_BEHIND,	     /* every CPU busy with express work: queued behind it */
 	LANE_HOLD_WHOLE,     /* of holds, over the whole sleep (classes.*.hold_whole) */
+	LANE_HOLD_PARTNER,   /* holds not started: the fair task it last woke waits for a CPU */
 	NR_LANE_STATS,
 };
 
@@ -151,6 +152,7 @@ struct cpu_ctx {
 	u32 hold_class;		  /* the class charged for it */
 	u32 hold_tenant;	  /* and the tenant (index + 1, 0: none) */
 	s32 hold_pid;		  /* the task it is held for */
+	s32 hold_partner;	  /* the task it last woke synchronously: may run there */
 };
 
 /* Task classes. Every classification source writes one of these. */
@@ -203,6 +205,7 @@ struct task_ctx {
 	u32 fair_clock;	       /* index of the virtual clock it counts on, +1 (0: none yet) */
 	u64 fair_queued_ns;    /* BPF fair policy: last put in a fair DSQ at (starvation guard) */
 	u32 wake_sync;	       /* ops.select_cpu() saw a synchronous wakeup */
+	s32 sync_wakee;	       /* the task it last woke synchronously (hold.bpf.c) */
 	u32 sync_wakes;	       /* synchronous fair wakeups it made in its current run */
 	u32 sync_handoff;      /* its last run made one and then slept (fair.bpf.c section 4) */
 	u32 tenant;	       /* tenant index + 1 at its last resolution, 0: none */

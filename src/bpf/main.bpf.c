@@ -177,6 +177,7 @@ s32 BPF_STRUCT_OPS(express_select_cpu, struct task_struct *p, s32 prev_cpu, u64 
 	bool is_idle = false, io;
 	s32 cpu;
 
+	hold_note_wakee(p, wake_flags);
 	if (!is_usersched(p)) {
 		cpu = express_lane_select_cpu(p, prev_cpu, wake_flags);
 		if (cpu >= 0)
