@@ -62,11 +62,11 @@
  * of its pipe), if on the fair path, may run on the held CPU
  * (held_for_other()), and no hold starts while it waits for a CPU
  * (partner_waiting()). (An express partner takes the lane, and express
- * tasks keep off each other's holds.) Without this, an agent whose tool server is not in
- * its class held one CPU idle while the server queued for the others, and
- * at 2 vCPUs beside network load made a fifth fewer steps a second than
- * under EEVDF (docs/benchmarks.md, "An unmarked tool server pays for the
- * agent's holds").
+ * tasks keep off each other's holds.) Without this, an agent whose tool
+ * server is not in its class held one CPU idle while the server queued
+ * for the others, and at 2 vCPUs beside network load made a fifth fewer
+ * steps a second than under EEVDF (docs/benchmarks.md, "An unmarked tool
+ * server pays for the agent's holds").
  *
  * Only with fair.mode = "bpf": in userspace mode userspace places fair
  * tasks and knows nothing of holds (main.bpf.c starts none then).
@@ -408,8 +408,8 @@ __hidden void hold_running(struct task_struct *p, bool fair, struct cpu_ctx *cc)
 /*
  * A synchronous wakeup by the running task: @p is what it will wait on
  * (its tool server, the other end of its pipe). A hold of the waker's CPU
- * lends it to @p (held_for_other()): the reply it waits for needs a CPU,
- * and the held one is idle.
+ * is lent to @p on the fair path (held_for_other()), and none starts while
+ * @p waits for a CPU (partner_waiting()): the reply needs one.
  */
 __hidden void hold_note_wakee(struct task_struct *p, u64 wake_flags)
 {
