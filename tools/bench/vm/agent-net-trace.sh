@@ -59,7 +59,6 @@ phase() {
         echo "$1: $k $(sed -n "s/^$k=//p" "/tmp/a-$1.out")"
     done
     sed -n '/^agent steps/,/^p99 /p' "/tmp/t-$1.out" | sed "s/^/$1: /"
-    grep -a "softirq\|NET_RX" /proc/softirqs | sed "s/^/$1: /"
 }
 
 phase eevdf1
