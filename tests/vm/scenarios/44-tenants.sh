@@ -12,9 +12,10 @@
 #  c) Moving the agent's process into ta's cgroup moves it to tenant ta:
 #     ps shows it, tb's wakeups stop and ta's grow.
 #  d) Held CPUs count in the tenant's quota: with plain hogs on every CPU,
-#     the agent, now in ta (whose share its runaway spends), gets its
-#     holds refused for quota though the class's max_share has room, and
-#     the time held for it stays within ta's share.
+#     the agent and its tool server, now in ta (whose share its runaway
+#     spends), get their holds refused for quota though the class's
+#     max_share has room, and the time held for them stays within ta's
+#     share.
 # vmtest: smp=2 timeout=300 bins=target/release/scx_express files=workloads/build:/opt/w
 # shellcheck source=../guest-lib.sh
 . /lib/vmtest/guest-lib.sh
@@ -140,11 +141,18 @@ log "4 s after the move: tb wakeups $tb_w, ta wakeups $ta_w"
 echo "ok: the per-tenant stats followed the move"
 
 # d) Holds (classes.agent.hold_us, whole sleeps by default) need a
-# saturated machine: plain hogs, in no tenant and unmarked.
+# saturated machine: plain hogs, in no tenant and unmarked. The tool
+# server joins the agent in ta, marked agent: an unmarked server queued
+# behind the hogs when the loop sleeps makes each hold step aside for it
+# (hold_partner, the reply needs that CPU), and no hold would reach the
+# quota check this part tests.
+SRV=$(line_value /tmp/agent.out tool_server_pid 10) || fail "the agent printed no tool_server_pid"
+echo "$SRV" >"$CG/ta/cgroup.procs" || fail "cannot move the tool server"
+scx_express mark --pid "$SRV" --class agent >/dev/null || fail "marking the tool server failed"
 for _ in 1 2 3 4; do /opt/w/hog --duration 12 >/dev/null 2>&1 & done
 window 6
 holds=$(d classes.agent.holds) noq=$(d classes.agent.hold_no_quota) held=$(d classes.agent.held_us)
-log "6 s saturated, the agent in ta: holds $holds, refused for quota $noq, held $held us"
+log "6 s saturated, the agent in ta: holds $holds, refused for quota $noq, held $held us, stepped aside for a partner $(d classes.agent.hold_partner)"
 [ "$noq" -gt 0 ] || fail_logs "no hold was refused for ta's quota"
 # ta's quota refills 0.02 x 2 CPUs x 100 ms = 4 ms per 100 ms and holds
 # one such period's worth: at most 60 periods' worth in 6 s plus the full
