@@ -1,16 +1,20 @@
 #!/bin/sh
 # Benchmark (prints numbers, asserts nothing): where the agent stand-in's
-# time goes under loopback network load (iperf3, 10 streams), EEVDF, then
-# scx_express, then EEVDF again, in one boot. The loop is class agent by
-# a comm rule (AGENT_RULE_TOML), for the scheduler and for `scx_express
-# trace` alike; each phase prints the agent's own summary (local-tail
-# p50/p99, the think step's CPU time) and trace's per-step breakdown
-# (run, runqueue wait, hard and soft IRQ time inside the step). The
+# time goes under loopback network load (iperf3, 10 streams; or disk
+# noise, NOISE=disk below), EEVDF, then scx_express, then EEVDF again,
+# in one boot. The loop is class agent by a comm rule (AGENT_RULE_TOML),
+# for the scheduler and for `scx_express trace` alike; each phase prints
+# the agent's own summary (local-tail p50/p99, the think step's CPU
+# time) and trace's per-step breakdown (run, runqueue wait, hard and
+# soft IRQ time inside the step). The
 # guest kernel has CONFIG_IRQ_TIME_ACCOUNTING off, so softirq work run
 # while the loop runs counts as its CPU time: trace's softirq row says
 # how much of a slower think step that is.
-#   tests/vm/run.sh tools/bench/vm/agent-net-trace.sh
-# vmtest: smp=2 timeout=400 bins=target/release/scx_express,/usr/bin/iperf3 files=workloads/build:/opt/w
+# NOISE=disk: the bench's disk noise instead (fio randwrite, 4 jobs at
+# iodepth 32 on the VM's scratch NVMe disk), for the disk cells.
+#   tests/vm/run.sh tools/bench/vm/agent-net-trace.sh [--env NOISE=disk]
+# vmtest: smp=2 timeout=400 disk=1G bins=target/release/scx_express,/usr/bin/iperf3,/usr/bin/fio
+# vmtest: files=workloads/build:/opt/w
 # shellcheck source=../../../tests/vm/guest-lib.sh
 . /lib/vmtest/guest-lib.sh
 
@@ -19,13 +23,21 @@ printf '%s\n' "$AGENT_RULE_TOML" >/tmp/cfg.toml
 # HOLD=off: no holds for the agent class (its CPU is not kept idle while
 # it waits on the tool server), to tell the holds' cost from the lane's.
 [ "${HOLD:-on}" = on ] || printf '[classes.agent]\nhold_us = 0\nhold_whole = false\n' >>/tmp/cfg.toml
-iperf3 -s -D >/dev/null 2>&1
-sleep 1
+NOISE=${NOISE:-net}
+case $NOISE in
+    net) iperf3 -s -D >/dev/null 2>&1 && sleep 1 ;;
+    disk) ;;
+    *) fail "NOISE=$NOISE: expected net or disk" ;;
+esac
 
-# phase NAME: one agent run of STEPS steps beside iperf3, traced.
+# phase NAME: one agent run of STEPS steps beside the noise, traced.
 phase() {
     rm -f /tmp/go
-    iperf3 -c 127.0.0.1 -P 10 -t 120 >/dev/null 2>&1 &
+    if [ "$NOISE" = disk ]; then
+        disk_noise 120 --filename="$VMTEST_DISK" --direct=1 >/dev/null 2>&1 &
+    else
+        iperf3 -c 127.0.0.1 -P 10 -t 120 >/dev/null 2>&1 &
+    fi
     _ip=$!
     /opt/w/agent --steps "$STEPS" --go-file /tmp/go >"/tmp/a-$1.out" 2>&1 &
     _ag=$!
