@@ -6,10 +6,10 @@
 # for the scheduler and for `scx_express trace` alike; each phase prints
 # the agent's own summary (local-tail p50/p99, the think step's CPU
 # time) and trace's per-step breakdown (run, runqueue wait, hard and
-# soft IRQ time inside the step). The
-# guest kernel has CONFIG_IRQ_TIME_ACCOUNTING off, so softirq work run
-# while the loop runs counts as its CPU time: trace's softirq row says
-# how much of a slower think step that is.
+# soft IRQ time inside the step). The guest kernel has
+# CONFIG_IRQ_TIME_ACCOUNTING off, so softirq work run while the loop runs
+# counts as its CPU time: trace's softirq row says how much of a slower
+# think step that is.
 # NOISE=disk: the bench's disk noise instead (fio randwrite, 4 jobs at
 # iodepth 32 on the VM's scratch NVMe disk), for the disk cells.
 #   tests/vm/run.sh tools/bench/vm/agent-net-trace.sh [--env NOISE=disk]
@@ -23,22 +23,22 @@ printf '%s\n' "$AGENT_RULE_TOML" >/tmp/cfg.toml
 # HOLD=off: no holds for the agent class (its CPU is not kept idle while
 # it waits on the tool server), to tell the holds' cost from the lane's.
 [ "${HOLD:-on}" = on ] || printf '[classes.agent]\nhold_us = 0\nhold_whole = false\n' >>/tmp/cfg.toml
-NOISE=${NOISE:-net}
-case $NOISE in
-    net) iperf3 -s -D >/dev/null 2>&1 && sleep 1 ;;
-    disk) ;;
+# noise: the phase's load, in the foreground (exec: run with & its pid is
+# the load's own, for the kill at the phase's end).
+case ${NOISE:-net} in
+    net)
+        iperf3 -s -D >/dev/null 2>&1 && sleep 1
+        noise() { exec iperf3 -c 127.0.0.1 -P 10 -t 120; }
+        ;;
+    disk) noise() { disk_noise 120 --filename="$VMTEST_DISK" --direct=1; } ;;
     *) fail "NOISE=$NOISE: expected net or disk" ;;
 esac
 
 # phase NAME: one agent run of STEPS steps beside the noise, traced.
 phase() {
     rm -f /tmp/go
-    if [ "$NOISE" = disk ]; then
-        disk_noise 120 --filename="$VMTEST_DISK" --direct=1 >/dev/null 2>&1 &
-    else
-        iperf3 -c 127.0.0.1 -P 10 -t 120 >/dev/null 2>&1 &
-    fi
-    _ip=$!
+    noise >/dev/null 2>&1 &
+    _noise=$!
     /opt/w/agent --steps "$STEPS" --go-file /tmp/go >"/tmp/a-$1.out" 2>&1 &
     _ag=$!
     wait_until 20 grep -qs '^agent_tid=' "/tmp/a-$1.out" || fail "$1: agent did not start"
@@ -65,8 +65,8 @@ phase() {
     fi
     kill -TERM "$_tr"
     wait "$_tr"
-    kill "$_ip" 2>/dev/null
-    wait "$_ip" 2>/dev/null
+    kill "$_noise" 2>/dev/null
+    wait "$_noise" 2>/dev/null
     for k in steps_per_s tail_p50_us tail_p99_us rtt_p50_us rtt_p99_us burst_cpu_p50_us server_write_p99_us agent_nivcsw; do
         echo "$1: $k $(sed -n "s/^$k=//p" "/tmp/a-$1.out")"
     done
