@@ -424,6 +424,17 @@ go_scale() {
 }
 
 # --- The plan -----------------------------------------------------------------
+# A boot carries the tools of the scenarios it was built for (run.rs, TOOLS):
+# a scenario appended later (`runner.sh --append bench.scenarios=...`) whose
+# tool is missing stops the boot here rather than fail each cell.
+for c in $scenarios; do
+    case $c in net) t=iperf3 ;; disk) t=fio ;; heavy) t='iperf3 fio' ;; *) t='' ;; esac
+    for b in $t; do
+        command -v "$b" >/dev/null 2>&1 && continue
+        log "bench: scenario $c needs $b, which this boot does not carry: build the bundle with $c in --scenarios"
+        exit 1
+    done
+done
 # One iperf3 server for the whole boot: started per cell, it was not always
 # listening in time under the heavy scenario's load.
 iperf_srv=''

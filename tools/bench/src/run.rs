@@ -12,25 +12,43 @@ use base64::Engine as _;
 use md5::Digest as _;
 
 use super::parse::{self, RawCell};
-use super::{Plan, Sched};
+use super::{Plan, Scenario, Sched};
 
 /// The guest half of the bench (busybox sh), appended to a generated header.
 const GUEST_SH: &str = include_str!("guest.sh");
 /// The bundle's runner (bash), for a machine without this repository.
 const RUNNER_SH: &str = include_str!("runner.sh");
 
-/// Host tools every boot carries (`HOST:GUEST`).
-const TOOLS: &[&str] = &[
-    "/usr/bin/stress-ng:/usr/bin/stress-ng",
-    "/usr/bin/iperf3:/usr/bin/iperf3",
-    "/usr/bin/fio:/usr/bin/fio",
-    "/usr/bin/cyclictest:/usr/bin/cyclictest",
-    "/usr/bin/chrt:/usr/bin/chrt",
-    "/usr/bin/nice:/usr/bin/nice",
+/// Host tools a boot carries (`HOST:GUEST`) and the scenarios that run
+/// each (`None`: every boot). A boot carries only what its plan's scenarios
+/// run: fio alone pulls about 90 MiB of libraries (ceph, glusterfs, ICU)
+/// into the initramfs, which a bundle for cpu4x cells has no use for.
+const TOOLS: &[(&str, Option<&[Scenario]>)] = &[
+    ("/usr/bin/stress-ng:/usr/bin/stress-ng", None),
+    (
+        "/usr/bin/iperf3:/usr/bin/iperf3",
+        Some(&[Scenario::Net, Scenario::Heavy]),
+    ),
+    (
+        "/usr/bin/fio:/usr/bin/fio",
+        Some(&[Scenario::Disk, Scenario::Heavy]),
+    ),
+    ("/usr/bin/cyclictest:/usr/bin/cyclictest", None),
+    ("/usr/bin/chrt:/usr/bin/chrt", None),
+    ("/usr/bin/nice:/usr/bin/nice", None),
 ];
 
 /// Debian packages that provide TOOLS (for the error message).
 const TOOL_PKGS: &str = "stress-ng iperf3 fio rt-tests util-linux coreutils";
+
+/// The `HOST:GUEST` tools that `plan`'s scenarios run.
+fn plan_tools(plan: &Plan) -> Vec<&'static str> {
+    TOOLS
+        .iter()
+        .filter(|(_, for_s)| for_s.is_none_or(|ss| plan.scenarios.iter().any(|s| ss.contains(s))))
+        .map(|(t, _)| *t)
+        .collect()
+}
 
 pub struct Context {
     repo: PathBuf,
@@ -52,7 +70,7 @@ impl Context {
         scx_bin: Option<PathBuf>,
         peers_dir: &Path,
     ) -> Result<Context> {
-        for t in TOOLS {
+        for t in plan_tools(plan) {
             let host = t.split(':').next().unwrap_or(t);
             if !Path::new(host).is_file() {
                 bail!("{host} not found; install with: apt-get install {TOOL_PKGS}");
@@ -78,7 +96,10 @@ impl Context {
 
     /// `HOST:GUEST` executables for the initramfs.
     fn bins(&self) -> Vec<String> {
-        let mut v: Vec<String> = TOOLS.iter().map(|s| s.to_string()).collect();
+        let mut v: Vec<String> = plan_tools(&self.plan)
+            .into_iter()
+            .map(String::from)
+            .collect();
         if let Some(b) = &self.scx_bin {
             v.push(format!("{}:/usr/bin/scx_express", b.display()));
         }
@@ -667,6 +688,22 @@ mod tests {
         let f = exported_files(&log);
         assert_eq!(f.len(), 1);
         assert_eq!(f["cell-a.txt"], data);
+    }
+
+    #[test]
+    fn a_boot_carries_the_tools_of_its_scenarios_only() {
+        let a = crate::test_args(crate::Preset::Smoke);
+        let mut plan = Plan::from_args(&a, Path::new("c.toml"), "x".into()).unwrap();
+        plan.scenarios = vec![Scenario::Baseline, Scenario::Cpu4x];
+        let t = plan_tools(&plan);
+        assert!(t.iter().any(|t| t.starts_with("/usr/bin/stress-ng:")));
+        assert!(!t.iter().any(|t| t.contains("fio") || t.contains("iperf3")));
+        plan.scenarios = vec![Scenario::Disk];
+        let t = plan_tools(&plan);
+        assert!(t.iter().any(|t| t.contains("fio")));
+        assert!(!t.iter().any(|t| t.contains("iperf3")));
+        plan.scenarios = vec![Scenario::Heavy];
+        assert_eq!(plan_tools(&plan).len(), TOOLS.len());
     }
 
     #[test]
