@@ -12,8 +12,12 @@
 # think step that is.
 # NOISE=disk: the bench's disk noise instead (fio randwrite, 4 jobs at
 # iodepth 32 on the VM's scratch NVMe disk), for the disk cells.
-#   tests/vm/run.sh tools/bench/vm/agent-net-trace.sh [--env NOISE=disk]
-# vmtest: smp=2 timeout=400 disk=1G bins=target/release/scx_express,/usr/bin/iperf3,/usr/bin/fio
+# SHIELD=1: scx_express with express.irq_shield on, as an operator who
+# turns it on runs it. PEER=NAME: then a phase under that sched_ext
+# scheduler (added with --bin) and EEVDF once more, the same trace.
+#   tests/vm/run.sh tools/bench/vm/agent-net-trace.sh [--env NOISE=disk] [--env SHIELD=1] \
+#       [--bin ~/.cache/scx_express/peers/bin/scx_bpfland --env PEER=scx_bpfland]
+# vmtest: smp=2 timeout=600 disk=1G bins=target/release/scx_express,/usr/bin/iperf3,/usr/bin/fio
 # vmtest: files=workloads/build:/opt/w
 # shellcheck source=../../../tests/vm/guest-lib.sh
 . /lib/vmtest/guest-lib.sh
@@ -23,6 +27,7 @@ printf '%s\n' "$AGENT_RULE_TOML" >/tmp/cfg.toml
 # HOLD=off: no holds for the agent class (its CPU is not kept idle while
 # it waits on the tool server), to tell the holds' cost from the lane's.
 [ "${HOLD:-on}" = on ] || printf '[classes.agent]\nhold_us = 0\nhold_whole = false\n' >>/tmp/cfg.toml
+[ "${SHIELD:-0}" = 0 ] || printf '[express]\nirq_shield = true\n' >>/tmp/cfg.toml
 # noise: the phase's load, in the foreground (exec: run with & its pid is
 # the load's own, for the kill at the phase's end).
 case ${NOISE:-net} in
@@ -43,7 +48,7 @@ phase() {
     _ag=$!
     wait_until 20 grep -qs '^agent_tid=' "/tmp/a-$1.out" || fail "$1: agent did not start"
     # MARK_SERVER=1: the tool server process marked agent too, as the bench does.
-    if [ "${MARK_SERVER:-0}" = 1 ] && sched_state_is enabled; then
+    if [ "${MARK_SERVER:-0}" = 1 ] && [ "$1" = express ]; then
         scx_express mark --pid "$(sed -n 's/^tool_server_pid=//p' "/tmp/a-$1.out")" --class agent >/dev/null ||
             fail "$1: mark the tool server"
     fi
@@ -54,10 +59,10 @@ phase() {
         fail "$1: trace did not start"
     }
     sleep 2
-    sched_state_is enabled && scx_express stats --flat >/tmp/s0 2>/dev/null
+    [ "$1" != express ] || scx_express stats --flat >/tmp/s0 2>/dev/null
     touch /tmp/go
     wait "$_ag"
-    if sched_state_is enabled; then
+    if [ "$1" = express ]; then
         scx_express stats --flat >/tmp/s1 2>/dev/null
         # The agent class's holds over the run: counter increases.
         awk 'NR == FNR { a[$1] = $2; next } $1 ~ /^classes\.agent\.(hold|held)/ { print $1, $2 - a[$1] }' \
@@ -78,3 +83,10 @@ start_scx /tmp/scx.log --config /tmp/cfg.toml
 phase express
 stop_scx
 phase eevdf2
+if [ -n "${PEER:-}" ]; then
+    SCHED=$PEER
+    start_sched /tmp/peer.log
+    phase "$PEER"
+    stop_sched
+    phase eevdf3
+fi
