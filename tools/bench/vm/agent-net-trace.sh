@@ -14,7 +14,8 @@
 # iodepth 32 on the VM's scratch NVMe disk), for the disk cells.
 # SHIELD=1: scx_express with express.irq_shield on, as an operator who
 # turns it on runs it. PEER=NAME: then a phase under that sched_ext
-# scheduler (added with --bin) and EEVDF once more, the same trace.
+# scheduler (added with --bin) and EEVDF once more, the same trace
+# (PEER_FIRST=1: those two before scx_express's phase).
 #   tests/vm/run.sh tools/bench/vm/agent-net-trace.sh [--env NOISE=disk] [--env SHIELD=1] \
 #       [--bin ~/.cache/scx_express/peers/bin/scx_bpfland --env PEER=scx_bpfland]
 # vmtest: smp=2 timeout=600 disk=1G bins=target/release/scx_express,/usr/bin/iperf3,/usr/bin/fio
@@ -78,15 +79,25 @@ phase() {
     sed -n '/^agent steps/,/^p99 /p' "/tmp/t-$1.out" | sed "s/^/$1: /"
 }
 
-phase eevdf1
-start_scx /tmp/scx.log --config /tmp/cfg.toml
-phase express
-stop_scx
-phase eevdf2
-if [ -n "${PEER:-}" ]; then
+# peer_phase: PEER's phase, then EEVDF again as eevdf$1.
+peer_phase() {
     SCHED=$PEER
     start_sched /tmp/peer.log
     phase "$PEER"
     stop_sched
+    phase "eevdf$1"
+}
+
+phase eevdf1
+# PEER_FIRST=1: the peer's phase before scx_express's, so that nothing
+# scx_express did can carry over into it.
+[ -z "${PEER:-}" ] || [ "${PEER_FIRST:-0}" = 0 ] || peer_phase 2
+start_scx /tmp/scx.log --config /tmp/cfg.toml
+phase express
+stop_scx
+if [ -n "${PEER:-}" ] && [ "${PEER_FIRST:-0}" = 1 ]; then
     phase eevdf3
+else
+    phase eevdf2
+    [ -z "${PEER:-}" ] || peer_phase 3
 fi
