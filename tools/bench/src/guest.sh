@@ -424,15 +424,19 @@ go_scale() {
 }
 
 # --- The plan -----------------------------------------------------------------
-# A boot carries the tools of the scenarios it was built for (run.rs, TOOLS):
-# a scenario appended later (`runner.sh --append bench.scenarios=...`) whose
-# tool is missing stops the boot here rather than fail each cell.
-for c in $scenarios; do
-    case $c in net) t=iperf3 ;; disk) t=fio ;; heavy) t='iperf3 fio' ;; *) t='' ;; esac
-    for b in $t; do
-        command -v "$b" >/dev/null 2>&1 && continue
-        log "bench: scenario $c needs $b, which this boot does not carry: build the bundle with $c in --scenarios"
-        exit 1
+# A boot carries the tools of the scenarios it was built for: a scenario
+# appended later (`runner.sh --append bench.scenarios=...`) whose tool is
+# missing stops the boot here rather than fail each cell. BENCH_TOOL_NEEDS
+# (run.rs, from its TOOLS) names each such tool and its scenarios.
+for e in $(echo "$BENCH_TOOL_NEEDS" | tr / ' '); do
+    b=${e%%:*}
+    command -v "$b" >/dev/null 2>&1 && continue
+    for c in $(echo "${e#*:}" | tr + ' '); do
+        case " $scenarios " in *" $c "*)
+            log "bench: scenario $c needs $b, which this boot does not carry: build the bundle with $c in --scenarios"
+            exit 1
+            ;;
+        esac
     done
 done
 # One iperf3 server for the whole boot: started per cell, it was not always

@@ -41,6 +41,20 @@ const TOOLS: &[(&str, Option<&[Scenario]>)] = &[
 /// Debian packages that provide TOOLS (for the error message).
 const TOOL_PKGS: &str = "stress-ng iperf3 fio rt-tests util-linux coreutils";
 
+/// For the guest's check of what a boot carries: each tool that only some
+/// scenarios run, with them (`iperf3:net+heavy/fio:disk+heavy`).
+fn tool_needs() -> String {
+    let name = |t: &str| t.rsplit('/').next().unwrap_or(t).to_string();
+    TOOLS
+        .iter()
+        .filter_map(|(t, for_s)| {
+            let ss: Vec<String> = (*for_s)?.iter().map(|s| s.name()).collect();
+            Some(format!("{}:{}", name(t), ss.join("+")))
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
 /// The `HOST:GUEST` tools that `plan`'s scenarios run.
 fn plan_tools(plan: &Plan) -> Vec<&'static str> {
     TOOLS
@@ -121,6 +135,7 @@ impl Context {
         let p = &self.plan;
         let list = |v: Vec<String>| v.join("+");
         vec![
+            ("BENCH_TOOL_NEEDS".into(), tool_needs()),
             (
                 "BENCH_SCENARIOS".into(),
                 list(p.scenarios.iter().map(|s| s.name()).collect()),
@@ -704,6 +719,7 @@ mod tests {
         assert!(!t.iter().any(|t| t.contains("iperf3")));
         plan.scenarios = vec![Scenario::Heavy];
         assert_eq!(plan_tools(&plan).len(), TOOLS.len());
+        assert_eq!(tool_needs(), "iperf3:net+heavy/fio:disk+heavy");
     }
 
     #[test]
