@@ -269,6 +269,8 @@ stat_table! {
         "Fair-path wakeups that waited over 1 ms to run";
     fair_preempted: Counter Events Source::Bpf(stat_idx_STAT_FAIR_PREEMPTED), "fair_preempted",
         "Fair-path tasks preempted mid-slice, put back in line by BPF";
+    fair_kept_local: Counter Events Source::Bpf(stat_idx_STAT_FAIR_KEPT_LOCAL), "fair_kept_local",
+        "Fair tasks an express dispatch preempted, kept on their CPU with the rest of their slice";
     fair_queued: Counter Events Source::Bpf(stat_idx_STAT_FAIR_QUEUED), "fair_queued",
         "Tasks queued by the BPF fair policy (fair.mode = bpf)";
     fair_charged_ms: Counter Ms Source::Bpf(stat_idx_STAT_FAIR_CHARGED_NS), "fair_charged_ms",

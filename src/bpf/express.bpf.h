@@ -78,8 +78,14 @@ void express_lane_stopping(struct task_struct *p, bool runnable, struct task_ctx
 bool io_task(struct task_struct *p);
 bool io_guarded(s32 cpu);
 s32 pick_cpu_avoiding(struct task_struct *p, s32 prev_cpu, bool io, bool *is_idle);
+bool cpu_express_claimed(s32 cpu);
 
 /* ---- Fair path: the policy, DSQs and pick (fair.bpf.c) ---- */
+/*
+ * Slice a preempted fair task must have left to go back in line with it;
+ * with less, its run is as good as over and it is queued anew.
+ */
+#define FAIR_MIN_LEFT_NS (100 * NSEC_PER_USEC)
 extern const volatile bool fair_user_mode;
 extern volatile u64 slice_max_ns;
 extern volatile u64 vtime_now;
@@ -98,6 +104,7 @@ bool fair_kick_idle(struct task_struct *p, u64 dsq);
 bool fair_io_task(struct task_struct *p);
 bool fair_avoids_cpus(struct task_struct *p, bool *io);
 void fair_preempt_check(struct task_struct *p, s32 cpu, u64 dl, u32 idx);
+bool fair_keep_preempted(struct task_struct *p, u64 enq_flags);
 
 /* ---- Fair path through the userspace scheduler (usersched.bpf.c) ---- */
 s32 usersched_init(void);

@@ -81,6 +81,16 @@
  *    The kicked CPU honours the decision: its running task does not get
  *    to keep the CPU for another slice (fair_preempt_pending).
  *
+ *    A fair task an express dispatch preempts keeps its place instead: it
+ *    goes back to its own CPU's local DSQ with the rest of its slice and
+ *    resumes when the express run ends, as EEVDF leaves a task an RT one
+ *    preempted on its run queue (fair_keep_preempted()). The kernel
+ *    re-enqueues it before the express task starts, so through the
+ *    shared DSQ it would take that DSQ's lock, which every CPU's enqueues
+ *    and picks take, on the express task's way to the CPU, and most
+ *    likely migrate afterwards. Not when a CPU is idle (it goes there)
+ *    nor on a CPU held for an express task's return (it must go idle).
+ *
  * 6. Slices
  *
  *    target_latency / (tasks waiting per CPU + 1), within [slice_min,
@@ -309,6 +319,8 @@ static void fair_charge(struct task_struct *p, struct task_ctx *tctx)
 		return;
 	used = exec - tctx->fair_run_exec_ns;
 	tctx->fair_run_exec_ns = exec;
+	tctx->fair_run_slice_ns =
+		used < tctx->fair_run_slice_ns ? tctx->fair_run_slice_ns - used : 0;
 	tctx->fair_vruntime += scale_by_task_weight_inverse(p, used);
 	stat_add(STAT_FAIR_CHARGED_NS, used);
 	/*
@@ -488,6 +500,35 @@ __hidden void fair_preempt_check(struct task_struct *p, s32 cpu, u64 dl, u32 idx
 	cc->fair_preempt_pending = 1;
 	scx_bpf_kick_cpu(cpu, SCX_KICK_PREEMPT);
 	stat_inc(STAT_FAIR_PREEMPT);
+}
+
+/*
+ * Section 5: @p left its CPU without sleeping. If an express dispatch
+ * preempted it, put it back on that CPU behind the express task, with the
+ * rest of its slice. Returns whether it did.
+ */
+__hidden bool fair_keep_preempted(struct task_struct *p, u64 enq_flags)
+{
+	s32 cpu = scx_bpf_task_cpu(p);
+	struct task_ctx *tctx;
+	const struct cpumask *idle;
+	bool any_idle;
+
+	if (fair_user_mode || (enq_flags & (SCX_ENQ_WAKEUP | SCX_ENQ_REENQ)) ||
+	    !cpu_express_claimed(cpu) || cpu_held(cpu, NULL))
+		return false;
+	tctx = task_ctx_get(p);
+	/* fair_charge() left what remains of its slice in fair_run_slice_ns. */
+	if (!tctx || !tctx->fair_dispatched || tctx->fair_run_slice_ns < FAIR_MIN_LEFT_NS)
+		return false;
+	idle = scx_bpf_get_idle_cpumask();
+	any_idle = bpf_cpumask_intersects(idle, p->cpus_ptr);
+	scx_bpf_put_idle_cpumask(idle);
+	if (any_idle)
+		return false;
+	scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, tctx->fair_run_slice_ns, enq_flags);
+	stat_inc(STAT_FAIR_KEPT_LOCAL);
+	return true;
 }
 
 /* ---- The BPF policy's entry points (fair.mode = "bpf") ---- */

@@ -63,6 +63,7 @@ enum stat_idx {
 	STAT_FAIR_WAIT_NS,	 /* their enqueue -> running delays (ns) */
 	STAT_FAIR_WAIT_OVER_1MS, /* of those, waits over 1 ms */
 	STAT_FAIR_PREEMPTED,	 /* preempted fair tasks put back by BPF with their deadline */
+	STAT_FAIR_KEPT_LOCAL,	 /* fair tasks an express dispatch preempted, kept on their CPU */
 	STAT_FAIR_QUEUED,	 /* tasks queued by the BPF fair policy (fair.mode = "bpf") */
 	STAT_FAIR_CHARGED_NS,	 /* CPU time the BPF fair policy charged to vruntime (ns) */
 	STAT_FAIR_FORGIVEN_NS,	 /* of it, CPU time dropped at the debt bound (ns) */
@@ -198,8 +199,8 @@ struct task_ctx {
 	u64 express_exec_ns;   /* express running time ever, charged or not */
 	u64 fair_woken_ns;     /* fair wakeup handed to userspace at, 0 if none */
 	u64 fair_decided_ns;   /* its decision inserted at, 0 if not yet */
-	u64 fair_run_slice_ns; /* slice it started its current run with */
-	u64 fair_run_exec_ns;  /* its sum_exec_runtime when that run started */
+	u64 fair_run_slice_ns; /* slice of its current run; BPF policy: what is left of it */
+	u64 fair_run_exec_ns;  /* its sum_exec_runtime at that run's start or last charge */
 	u64 fair_vruntime;     /* BPF fair policy: virtual runtime (fair.bpf.c) */
 	u64 fair_deadline;     /* BPF fair policy: virtual deadline of its next run */
 	u32 fair_clock;	       /* index of the virtual clock it counts on, +1 (0: none yet) */

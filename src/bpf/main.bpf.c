@@ -47,7 +47,9 @@
  *    quiet CPU free it takes a hot or deep one anyway: a wait in the fair
  *    path's queue costs more, and an agent's own loopback traffic makes its
  *    CPUs IRQ-hot (`quiet_only` turns this off). A wakeup that skips
- *    ops.select_cpu() (a pinned task) preempts on its own CPU.
+ *    ops.select_cpu() (a pinned task) preempts on its own CPU. The task
+ *    it preempts resumes there afterwards, with the rest of its slice
+ *    (fair.bpf.c section 5).
  *
  *    After an express task of a class with hold_us goes to sleep, its CPU
  *    may be held idle around its expected return (hold.bpf.c): under load
@@ -61,8 +63,8 @@
  *    Sections 1-6 of fair.bpf.c: vruntime and deadlines, per-CPU clocks
  *    for pinned tasks, bounded sleeper credit, placement (a synchronous
  *    wakee first in line waits on its waker's CPU, others go to an idle
- *    CPU), wakeup preemption (not on synchronous wakeups) and load-scaled
- *    slices.
+ *    CPU), wakeup preemption (not on synchronous wakeups; a task the
+ *    express lane preempts keeps its place) and load-scaled slices.
  *
  * 6. Watchdog safety (usersched.bpf.c, userspace mode only)
  *
@@ -285,7 +287,8 @@ void BPF_STRUCT_OPS(express_enqueue, struct task_struct *p, u64 enq_flags)
 	}
 
 	if (!fair_user_mode) {
-		fair_enqueue(p, enq_flags);
+		if (!fair_keep_preempted(p, enq_flags))
+			fair_enqueue(p, enq_flags);
 		return;
 	}
 

@@ -191,6 +191,14 @@ static bool cpu_claimed(const struct cpu_ctx *cc, u64 now)
 	return claim_fresh(cc->express_claim_ns, now);
 }
 
+/* An express task was dispatched to @cpu and has not run there yet. */
+__hidden bool cpu_express_claimed(s32 cpu)
+{
+	struct cpu_ctx *cc = cpu_ctx_of(cpu);
+
+	return cc && cpu_claimed(cc, bpf_ktime_get_ns());
+}
+
 /* Claim @cpu for an express dispatch: false if another wakeup has it. */
 static bool cpu_claim(s32 cpu, u64 now)
 {

@@ -23,13 +23,11 @@
 KNOB u64 rescue_ns = 50 * NSEC_PER_MSEC;
 
 /* Timer period: how often idle CPUs are woken to drain or rescue. */
-#define FAIR_TIMER_NS	 (2 * NSEC_PER_MSEC)
+#define FAIR_TIMER_NS (2 * NSEC_PER_MSEC)
 /* How long the fair path bypasses userspace after a rescue. */
-#define DEGRADED_NS	 (1000 * NSEC_PER_MSEC)
-/* Slice a preempted task must have left to skip the userspace round trip. */
-#define FAIR_MIN_LEFT_NS (100 * NSEC_PER_USEC)
+#define DEGRADED_NS   (1000 * NSEC_PER_MSEC)
 /* Set in an in-flight slot's seq once the slot is answered or rescued. */
-#define SLOT_DONE	 (1ULL << 63)
+#define SLOT_DONE     (1ULL << 63)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);

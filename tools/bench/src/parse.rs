@@ -398,6 +398,7 @@ pub const LANE_COUNTERS: &[(&str, &str)] = &[
     ("fair_wakeups", "fair_wakeups"),
     ("fair_waits_over_1ms", "fair_waits_over_1ms"),
     ("fair_preempted", "fair_preempted"),
+    ("fair_kept_local", "fair_kept_local"),
     ("rescued", "fair_rescued"),
     ("launch_windows", "launch_windows"),
 ];
