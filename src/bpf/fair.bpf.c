@@ -515,12 +515,19 @@ __hidden bool fair_keep_preempted(struct task_struct *p, u64 enq_flags)
 	bool any_idle;
 
 	if (fair_user_mode || (enq_flags & (SCX_ENQ_WAKEUP | SCX_ENQ_REENQ)) ||
-	    !cpu_express_claimed(cpu) || cpu_held(cpu, NULL))
+	    !bpf_cpumask_test_cpu(cpu, p->cpus_ptr) || !cpu_express_claimed(cpu) ||
+	    cpu_held(cpu, NULL))
 		return false;
 	tctx = task_ctx_get(p);
 	/* fair_charge() left what remains of its slice in fair_run_slice_ns. */
 	if (!tctx || !tctx->fair_dispatched || tctx->fair_run_slice_ns < FAIR_MIN_LEFT_NS)
 		return false;
+	/*
+	 * An idle CPU would run it at once. Held ones count as idle too, to
+	 * keep this one mask test: beside held CPUs the hog takes the shared
+	 * DSQ (with four launchers and two holding agents on 8 vCPUs, about
+	 * one preempted hog in eight).
+	 */
 	idle = scx_bpf_get_idle_cpumask();
 	any_idle = bpf_cpumask_intersects(idle, p->cpus_ptr);
 	scx_bpf_put_idle_cpumask(idle);
