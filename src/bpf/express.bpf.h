@@ -59,6 +59,7 @@ void hold_note_wakee(struct task_struct *p, u64 wake_flags);
 bool hold_any(void);
 bool cpu_held(s32 cpu, struct task_struct *p);
 bool cpu_reserved(s32 cpu, struct task_struct *p);
+bool class_holds(u32 class);
 
 /* ---- CPU quality (cpu_quality.bpf.c) ---- */
 bool cpu_irq_hot(s32 cpu, u64 now);
@@ -78,7 +79,7 @@ void express_lane_stopping(struct task_struct *p, bool runnable, struct task_ctx
 bool io_task(struct task_struct *p);
 bool io_guarded(s32 cpu);
 s32 pick_cpu_avoiding(struct task_struct *p, s32 prev_cpu, bool io, bool *is_idle);
-bool cpu_express_claimed(s32 cpu);
+u32 cpu_express_claim(s32 cpu);
 
 /* ---- Fair path: the policy, DSQs and pick (fair.bpf.c) ---- */
 /*

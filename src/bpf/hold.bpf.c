@@ -214,6 +214,12 @@ __hidden s32 hold_init(void)
 	return 0;
 }
 
+/* May @class's tasks hold their CPU when they sleep (hold_us > 0)? */
+__hidden bool class_holds(u32 class)
+{
+	return class < NR_CLASSES && class_hold_ns[class];
+}
+
 /* Is any CPU held? One load: the fair path's hot path asks. */
 __hidden bool hold_any(void)
 {

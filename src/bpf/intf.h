@@ -142,6 +142,7 @@ struct cpu_ctx {
 	u64 express_runs;	  /* express-lane runs started here */
 	u64 express_stop_ns;	  /* the last express run here ended at */
 	u64 express_claim_ns;	  /* claimed by an express dispatch at (placement.bpf.c) */
+	u32 express_claim_class;  /* the class of that dispatch */
 	u64 curr_fair_deadline;	  /* deadline of the fair-path task running, on the shared clock */
 	u64 curr_fair_vstart;	  /* its vruntime when that deadline was set, on the shared clock */
 	u64 curr_fair_lag;	  /* how far it may lag the front (fair.bpf.c, runnable_lag()) */

@@ -191,12 +191,17 @@ static bool cpu_claimed(const struct cpu_ctx *cc, u64 now)
 	return claim_fresh(cc->express_claim_ns, now);
 }
 
-/* An express task was dispatched to @cpu and has not run there yet. */
-__hidden bool cpu_express_claimed(s32 cpu)
+/*
+ * The class of the express task dispatched to @cpu that has not run there
+ * yet, CLASS_NORMAL if none.
+ */
+__hidden u32 cpu_express_claim(s32 cpu)
 {
 	struct cpu_ctx *cc = cpu_ctx_of(cpu);
 
-	return cc && cpu_claimed(cc, bpf_ktime_get_ns());
+	if (!cc || !cpu_claimed(cc, bpf_ktime_get_ns()))
+		return CLASS_NORMAL;
+	return cc->express_claim_class;
 }
 
 /* Claim @cpu for an express dispatch: false if another wakeup has it. */
@@ -537,11 +542,13 @@ __hidden s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wa
 	}
 	scx_bpf_put_idle_cpumask(idle);
 	/* An idle pick is exclusive (its idle bit): mark it claimed too. */
-	if (cpu >= 0 && pk.where != LANE_PREEMPT) {
+	if (cpu >= 0) {
 		struct cpu_ctx *cc = cpu_ctx_of(cpu);
 
-		if (cc)
+		if (cc && pk.where != LANE_PREEMPT)
 			cc->express_claim_ns = now;
+		if (cc)
+			cc->express_claim_class = class;
 	}
 
 	if (cpu < 0 && !express_quiet_only && (cpu = pick_behind(p, prev_cpu)) >= 0) {
@@ -609,6 +616,7 @@ __hidden bool express_lane_enqueue(struct task_struct *p, u64 enq_flags)
 		lane_stat_inc(class, LANE_BEHIND);
 		return true;
 	}
+	cc->express_claim_class = class;
 	if (wakeup && express_preempt)
 		flags |= SCX_ENQ_PREEMPT;
 	/* A slice ran out and express work waits here (step 6): after it. */
