@@ -48,8 +48,8 @@
  *    path's queue costs more, and an agent's own loopback traffic makes its
  *    CPUs IRQ-hot (`quiet_only` turns this off). A wakeup that skips
  *    ops.select_cpu() (a pinned task) preempts on its own CPU. The task
- *    it preempts resumes there afterwards, with the rest of its slice
- *    (fair.bpf.c section 5).
+ *    it preempts resumes there afterwards, with the rest of its slice,
+ *    unless the express task's class holds CPUs (fair.bpf.c section 5).
  *
  *    After an express task of a class with hold_us goes to sleep, its CPU
  *    may be held idle around its expected return (hold.bpf.c): under load
