@@ -541,14 +541,16 @@ __hidden s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wa
 			lane_stat_inc(class, LANE_NOT_QUIET);
 	}
 	scx_bpf_put_idle_cpumask(idle);
-	/* An idle pick is exclusive (its idle bit): mark it claimed too. */
 	if (cpu >= 0) {
 		struct cpu_ctx *cc = cpu_ctx_of(cpu);
 
-		if (cc && pk.where != LANE_PREEMPT)
-			cc->express_claim_ns = now;
-		if (cc)
+		if (cc) {
+			/* An idle pick is exclusive (its idle bit): mark it claimed too. */
+			if (pk.where != LANE_PREEMPT)
+				cc->express_claim_ns = now;
+			/* Whose claim: fair_keep_preempted() asks. */
 			cc->express_claim_class = class;
+		}
 	}
 
 	if (cpu < 0 && !express_quiet_only && (cpu = pick_behind(p, prev_cpu)) >= 0) {
