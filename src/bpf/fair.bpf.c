@@ -517,8 +517,7 @@ __hidden bool fair_keep_preempted(struct task_struct *p, u64 enq_flags)
 	bool any_idle;
 	u32 claim;
 
-	if (fair_user_mode || (enq_flags & (SCX_ENQ_WAKEUP | SCX_ENQ_REENQ)) ||
-	    !bpf_cpumask_test_cpu(cpu, p->cpus_ptr) || cpu_held(cpu, NULL))
+	if (fair_user_mode || (enq_flags & (SCX_ENQ_WAKEUP | SCX_ENQ_REENQ)))
 		return false;
 	/*
 	 * Not behind a task whose class holds its CPU while it sleeps
@@ -527,7 +526,8 @@ __hidden bool fair_keep_preempted(struct task_struct *p, u64 enq_flags)
 	 * 2,693 agent holds in 6 s at 2 vCPUs under cpu4x.
 	 */
 	claim = cpu_express_claim(cpu);
-	if (claim == CLASS_NORMAL || class_holds(claim))
+	if (claim == CLASS_NORMAL || class_holds(claim) ||
+	    !bpf_cpumask_test_cpu(cpu, p->cpus_ptr) || cpu_held(cpu, NULL))
 		return false;
 	tctx = task_ctx_get(p);
 	/* fair_charge() left what remains of its slice in fair_run_slice_ns. */

@@ -199,13 +199,17 @@ __hidden u32 cpu_express_claim(s32 cpu)
 {
 	struct cpu_ctx *cc = cpu_ctx_of(cpu);
 
-	if (!cc || !cpu_claimed(cc, bpf_ktime_get_ns()))
+	/* Most fair enqueues find no claim: no clock read for them. */
+	if (!cc || !cc->express_claim_ns || !cpu_claimed(cc, bpf_ktime_get_ns()))
 		return CLASS_NORMAL;
 	return cc->express_claim_class;
 }
 
-/* Claim @cpu for an express dispatch: false if another wakeup has it. */
-static bool cpu_claim(s32 cpu, u64 now)
+/*
+ * Claim @cpu for an express dispatch of @class: false if another wakeup
+ * has it.
+ */
+static bool cpu_claim(s32 cpu, u64 now, u32 class)
 {
 	struct cpu_ctx *cc = cpu_ctx_of(cpu);
 	u64 at;
@@ -217,7 +221,11 @@ static bool cpu_claim(s32 cpu, u64 now)
 	if (claim_fresh(at, now))
 		return false;
 	/* Two wakeups on two CPUs may pick this one at once: one wins. */
-	return __sync_val_compare_and_swap(&cc->express_claim_ns, at, now) == at;
+	if (__sync_val_compare_and_swap(&cc->express_claim_ns, at, now) != at)
+		return false;
+	/* Whose claim: fair_keep_preempted() asks. */
+	cc->express_claim_class = class;
+	return true;
 }
 
 /*
@@ -238,7 +246,7 @@ static bool preemptible(struct task_struct *p, const struct cpumask *idle, s32 c
 static bool take_preempt(struct task_struct *p, const struct cpumask *idle, s32 cpu,
 			 const struct pick *pk)
 {
-	return preemptible(p, idle, cpu, pk) && cpu_claim(cpu, pk->now);
+	return preemptible(p, idle, cpu, pk) && cpu_claim(cpu, pk->now, pk->class);
 }
 
 /* Step 1: the previous CPU if it is idle and good, claimed. */
@@ -288,12 +296,12 @@ static s32 scan_preempt(struct task_struct *p, const struct cpumask *idle, const
 			break;
 		if (!preemptible(p, idle, cpu, pk))
 			continue;
-		if (cpu_llc_of(cpu) == llc && cpu_claim(cpu, pk->now))
+		if (cpu_llc_of(cpu) == llc && cpu_claim(cpu, pk->now, pk->class))
 			return cpu;
 		if (other < 0)
 			other = cpu;
 	}
-	return other >= 0 && cpu_claim(other, pk->now) ? other : -1;
+	return other >= 0 && cpu_claim(other, pk->now, pk->class) ? other : -1;
 }
 
 /*
@@ -541,14 +549,12 @@ __hidden s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wa
 			lane_stat_inc(class, LANE_NOT_QUIET);
 	}
 	scx_bpf_put_idle_cpumask(idle);
-	if (cpu >= 0) {
+	/* An idle pick is exclusive (its idle bit): mark it claimed too. */
+	if (cpu >= 0 && pk.where != LANE_PREEMPT) {
 		struct cpu_ctx *cc = cpu_ctx_of(cpu);
 
 		if (cc) {
-			/* An idle pick is exclusive (its idle bit): mark it claimed too. */
-			if (pk.where != LANE_PREEMPT)
-				cc->express_claim_ns = now;
-			/* Whose claim: fair_keep_preempted() asks. */
+			cc->express_claim_ns = now;
 			cc->express_claim_class = class;
 		}
 	}
@@ -597,7 +603,7 @@ __hidden bool express_lane_enqueue(struct task_struct *p, u64 enq_flags)
 		lane_stat_inc(class, wakeup ? LANE_FALLBACK : LANE_SLICE_FALLBACK);
 		return false;
 	}
-	if (cc->curr_express || !cpu_claim(cpu, bpf_ktime_get_ns())) {
+	if (cc->curr_express || !cpu_claim(cpu, bpf_ktime_get_ns(), class)) {
 		/*
 		 * Another express task runs or was dispatched here. A task
 		 * pinned to this CPU queues behind it, as step 6 does: the
@@ -618,7 +624,6 @@ __hidden bool express_lane_enqueue(struct task_struct *p, u64 enq_flags)
 		lane_stat_inc(class, LANE_BEHIND);
 		return true;
 	}
-	cc->express_claim_class = class;
 	if (wakeup && express_preempt)
 		flags |= SCX_ENQ_PREEMPT;
 	/* A slice ran out and express work waits here (step 6): after it. */
