@@ -104,6 +104,7 @@ enum lane_stat_idx {
 	LANE_BEHIND,	     /* every CPU busy with express work: queued behind it */
 	LANE_HOLD_WHOLE,     /* of holds, over the whole sleep (classes.*.hold_whole) */
 	LANE_HOLD_PARTNER,   /* holds not started: the fair task it last woke waits for a CPU */
+	LANE_HOLD_PINNED,    /* work that can run only there ran on a held CPU, the hold kept */
 	NR_LANE_STATS,
 };
 

@@ -8,8 +8,8 @@
 # busy machine without holds leaves them only by chance. The held time
 # stays within the class's max_share of the machine (running time first).
 # A reload back to the default, hold_whole = true, makes every hold cover
-# its whole sleep, and one with hold_us = 0 stops the holds live, and the
-# wakeups preempt.
+# its whole sleep; pinned work runs inside a hold without ending it; and a
+# reload with hold_us = 0 stops the holds live, and the wakeups preempt.
 # vmtest: smp=2 timeout=240 bins=target/release/scx_express,/usr/bin/stress-ng
 # vmtest: files=workloads/build:/opt/w
 # shellcheck source=../guest-lib.sh
@@ -102,6 +102,26 @@ echo "hold_whole: $(hold_summary /tmp/s0 /tmp/s1 agent)"
 [ "$whole" = "$holds" ] || fail "$whole of $holds holds over the whole sleep with hold_whole"
 [ "$irregular" = 0 ] || fail "$irregular sleeps refused as irregular with hold_whole"
 echo "ok: hold_whole by reload holds whole sleeps ($whole), the irregular server's too"
+
+# Work that can run only on a held CPU (a per-CPU kthread's softirqs, here
+# a sleeper pinned to each CPU, waking every 2 ms) runs there inside the
+# hold and leaves it in place (hold_pinned): ending the hold let the hogs
+# onto the CPU behind it, and the task's return preempted one.
+pinned=''
+c=0
+while [ "$c" -lt "$(nproc)" ]; do
+    taskset -c "$c" sh -c 'while :; do usleep 2000; done' &
+    pinned="$pinned $!"
+    c=$((c + 1))
+done
+agent_run 3
+# shellcheck disable=SC2086 # a list of pids
+kill $pinned 2>/dev/null
+lent=$(delta classes.agent.hold_pinned)
+holds=$(delta classes.agent.holds)
+echo "pinned sleepers: $(hold_summary /tmp/s0 /tmp/s1 agent), pinned runs inside holds $lent"
+[ "$lent" -ge 20 ] || fail "only $lent runs of pinned work inside $holds holds left them in place"
+echo "ok: pinned work runs inside holds without ending them ($lent runs, $holds holds)"
 
 # Reload with holds off: they stop at once.
 reload_agent 2 'hold_us = 0'
