@@ -72,6 +72,8 @@ pub fn apply_knobs(k: &mut crate::bpf_skel::types::data_knobs, cfg: &Config, top
         }
     }
     let nr_cpus = topo.all_cpus.len() as f64;
+    // hold.bpf.c: one CPU is never held.
+    k.hold_max_cpus = topo.all_cpus.len().saturating_sub(1) as u32;
     let classes = [
         (bpf_intf::task_class_CLASS_GPU, &cfg.classes.gpu),
         (bpf_intf::task_class_CLASS_AGENT, &cfg.classes.agent),

@@ -202,6 +202,9 @@ stat_table! {
         "Holds not started because the fair-path task it last woke (its tool server) waited for a CPU";
     hold_pinned: Counter Events Source::Lane(lane_stat_idx_LANE_HOLD_PINNED), "express_hold_pinned",
         "Runs of work that can run only on a held CPU (per-CPU kthreads) that left the hold in place";
+    hold_last_cpu: Counter Events Source::Lane(lane_stat_idx_LANE_HOLD_LAST_CPU),
+        "express_hold_last_cpu",
+        "Holds not started because every other CPU was held (one always stays for the rest)";
     wakeups: Counter Events Source::Lat(lat_stat_idx_LAT_WAKEUPS), "wakeups",
         "Wakeups of the class's tasks measured, wakeup to running, by either lane";
     over_target: Counter Events Source::Lat(lat_stat_idx_LAT_OVER_TARGET), "wakeups_over_target",

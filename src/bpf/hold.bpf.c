@@ -55,7 +55,8 @@
  * left of the quota covers it, while wakeups are denied only on running
  * time (the quota's two buckets). So holds never take the lane from the
  * wakeups they serve, and running plus holding stays within max_share of
- * the machine (plus at most one hold per CPU).
+ * the machine (plus at most one hold per CPU). One CPU is never held
+ * (hold_max_cpus), whatever max_share allows.
  * Not the task's token bucket: a hold is not CPU time the task used.
  *
  * A hold serves its task's return, so it never delays what the task waits
@@ -92,6 +93,16 @@ KNOB bool class_hold_whole[NR_CLASSES];
 
 /* Held CPUs now (expired ones included until their timer ends them). */
 volatile u32 nr_holds;
+
+/*
+ * The most CPUs held at once: every CPU but one (userspace sets it from
+ * the topology; 0 on one CPU: no holds). One CPU always stays for
+ * everything else, whatever max_share allows: at 2 vCPUs with the agent
+ * class's max_share at 1.0, an agent loop and its tool server held both
+ * CPUs, and a `scx_express ps` beside them took 13 s; the starvation
+ * guard (fair.bpf.c, section 7) was all that ran the rest.
+ */
+KNOB u32 hold_max_cpus;
 
 /* One timer per CPU, pinned to it: ends that CPU's hold when it expires. */
 struct hold_timer {
@@ -373,6 +384,12 @@ __hidden void hold_start(struct task_struct *p, struct task_ctx *tctx, s32 cpu, 
 	t = bpf_map_lookup_elem(&hold_timers, &key);
 	if (!t)
 		return;
+	/* Reserve its place: two CPUs may ask at once, and one is the last. */
+	if (__sync_fetch_and_add(&nr_holds, 1) >= hold_max_cpus) {
+		__sync_fetch_and_sub(&nr_holds, 1);
+		lane_stat_inc(class, LANE_HOLD_LAST_CPU);
+		return;
+	}
 	cc->hold_start_ns = now + early;
 	cc->hold_curr_pinned = 0;
 	cc->hold_class = class;
@@ -380,7 +397,6 @@ __hidden void hold_start(struct task_struct *p, struct task_ctx *tctx, s32 cpu, 
 	cc->hold_pid = p->pid;
 	cc->hold_partner = tctx->sync_wakee;
 	cc->hold_until_ns = now + ns;
-	__sync_fetch_and_add(&nr_holds, 1);
 	bpf_timer_start(&t->timer, early, BPF_F_TIMER_CPU_PIN);
 	lane_stat_inc(class, LANE_HOLDS);
 	if (!early)

@@ -105,6 +105,7 @@ enum lane_stat_idx {
 	LANE_HOLD_WHOLE,     /* of holds, over the whole sleep (classes.*.hold_whole) */
 	LANE_HOLD_PARTNER,   /* holds not started: the fair task it last woke waits for a CPU */
 	LANE_HOLD_PINNED,    /* work that can run only there ran on a held CPU, the hold kept */
+	LANE_HOLD_LAST_CPU,  /* holds not started: every other CPU was held */
 	NR_LANE_STATS,
 };
 

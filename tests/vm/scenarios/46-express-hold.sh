@@ -8,8 +8,9 @@
 # busy machine without holds leaves them only by chance. The held time
 # stays within the class's max_share of the machine (running time first).
 # A reload back to the default, hold_whole = true, makes every hold cover
-# its whole sleep; pinned work runs inside a hold without ending it; and a
-# reload with hold_us = 0 stops the holds live, and the wakeups preempt.
+# its whole sleep; pinned work runs inside a hold without ending it; one
+# CPU is never held, whatever max_share allows; and a reload with
+# hold_us = 0 stops the holds live, and the wakeups preempt.
 # vmtest: smp=2 timeout=240 bins=target/release/scx_express,/usr/bin/stress-ng
 # vmtest: files=workloads/build:/opt/w
 # shellcheck source=../guest-lib.sh
@@ -123,8 +124,20 @@ echo "pinned sleepers: $(hold_summary /tmp/s0 /tmp/s1 agent), pinned runs inside
 [ "$lent" -ge 20 ] || fail "only $lent runs of pinned work inside $holds holds left them in place"
 echo "ok: pinned work runs inside holds without ending them ($lent runs, $holds holds)"
 
+# With the whole machine as the class's share, the loop and its tool
+# server would hold both CPUs at once, every hog and tool waiting: one
+# CPU is never held (hold_last_cpu counts the sleeps refused for it). At
+# 2 vCPUs that is every other hold of the pair.
+reload_agent 2 "$(printf 'hold_whole = true\nmax_share = 1.0')"
+holds=$(delta classes.agent.holds)
+last=$(delta classes.agent.hold_last_cpu)
+echo "max_share 1.0: $(hold_summary /tmp/s0 /tmp/s1 agent), refused as the last CPU $last"
+[ "$holds" -ge 100 ] || fail "only $holds holds at max_share 1.0"
+[ "$last" -ge 100 ] || fail "only $last holds refused as the last unheld CPU: both CPUs held at once?"
+echo "ok: one CPU is never held ($holds holds, $last refused as the last CPU)"
+
 # Reload with holds off: they stop at once.
-reload_agent 2 'hold_us = 0'
+reload_agent 3 'hold_us = 0'
 holds=$(delta classes.agent.holds)
 prev=$(delta classes.agent.prev)
 pre=$(delta classes.agent.preempt)
