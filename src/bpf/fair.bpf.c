@@ -853,7 +853,7 @@ __hidden void fair_pick(s32 cpu, struct task_struct *prev, bool rt_held)
 
 	/*
 	 * Held for an express task's return (hold.bpf.c): only work that can
-	 * run nowhere else (this CPU's own DSQ), which ends the hold.
+	 * run nowhere else (this CPU's own DSQ), which runs inside the hold.
 	 */
 	if (cpu_held(cpu, NULL)) {
 		scx_bpf_dsq_move_to_local(cpu, 0);

@@ -426,9 +426,9 @@ __hidden void hold_running(struct task_struct *p, bool fair, struct cpu_ctx *cc)
 	 * then the CPU is idle again, still held. Ending the hold let the
 	 * hogs in behind it, and the task's return preempted one: at 2 and 8
 	 * vCPUs under cpu4x, such kthreads ended 30-55 of the agent stand-in's
-	 * ~5,000 holds a 5 s run, most of the wakeups that still preempted.
-	 * Its run counts as held time (a few us), and a pinned task that
-	 * keeps running here holds the CPU to the hold's end anyway.
+	 * ~5,000 holds a 5 s run (docs/benchmarks.md, "Pinned work inside a
+	 * hold"). Its run counts as held time (a few us), and a pinned task
+	 * that keeps running here holds the CPU to the hold's end anyway.
 	 */
 	if (p->pid != cc->hold_pid && p->nr_cpus_allowed == 1 &&
 	    time_before(now, cc->hold_until_ns)) {

@@ -126,8 +126,8 @@ echo "ok: pinned work runs inside holds without ending them ($lent runs, $holds 
 
 # With the whole machine as the class's share, the loop and its tool
 # server would hold both CPUs at once, every hog and tool waiting: one
-# CPU is never held (hold_last_cpu counts the sleeps refused for it). At
-# 2 vCPUs that is every other hold of the pair.
+# CPU is never held (hold_last_cpu counts the sleeps refused for it): at
+# 2 vCPUs, each sleep of one of the pair while the other's hold lasts.
 reload_agent 2 "$(printf 'hold_whole = true\nmax_share = 1.0')"
 holds=$(delta classes.agent.holds)
 last=$(delta classes.agent.hold_last_cpu)
