@@ -958,18 +958,19 @@ __hidden void fair_stopping(struct task_struct *p, struct task_ctx *tctx, struct
  * Where starved @p runs: its own CPU, where its cache is, unless that CPU
  * is held for an express task's return (hold.bpf.c), where it would end
  * the hold and the task's wakeup would preempt it: then the next CPU after
- * it that @p may use and is not held. Holds take at most the express
- * classes' max_share of the machine, so one is found unless every CPU @p
- * may use is held; then its own, the guard coming first. (At 2 vCPUs
- * under cpu4x with the agent class's max_share at 1.0, 13-20 hogs a 5 s
- * run were sent onto held CPUs.) A scan only when its CPU is held.
+ * it that @p may use and is not held. One CPU is never held (hold.bpf.c,
+ * hold_max_cpus), so one is found unless @p may use only held CPUs; then
+ * its own, the guard coming first. (At 2 vCPUs under cpu4x with the agent
+ * class's max_share at 1.0, 13-20 hogs a 5 s run were sent onto held
+ * CPUs.) A scan only when its CPU is held; with no hold, cpu_held() is one
+ * load.
  */
 static s32 starved_cpu(struct task_struct *p)
 {
 	u32 nr = scx_bpf_nr_cpu_ids(), i;
 	s32 cpu = scx_bpf_task_cpu(p), c;
 
-	if (!hold_any() || !cpu_held(cpu, NULL))
+	if (!cpu_held(cpu, NULL))
 		return cpu;
 	bpf_for(i, 1, nr) {
 		c = (cpu + i) % nr;
