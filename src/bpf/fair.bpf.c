@@ -960,10 +960,10 @@ __hidden void fair_stopping(struct task_struct *p, struct task_ctx *tctx, struct
  * the hold and the task's wakeup would preempt it: then the next CPU after
  * it that @p may use and is not held. One CPU is never held (hold.bpf.c,
  * hold_max_cpus), so one is found unless @p may use only held CPUs; then
- * its own, the guard coming first. (At 2 vCPUs under cpu4x with the agent
- * class's max_share at 1.0, 13-20 hogs a 5 s run were sent onto held
- * CPUs.) A scan only when its CPU is held; with no hold, cpu_held() is one
- * load.
+ * its own, the guard coming first. (On a small machine with a large
+ * max_share, tens of hogs a run reached held CPUs that way:
+ * docs/benchmarks.md, "Pinned work inside a hold".) A scan only when its
+ * CPU is held; with no hold, cpu_held() is one load.
  */
 static s32 starved_cpu(struct task_struct *p)
 {

@@ -97,10 +97,10 @@ volatile u32 nr_holds;
 /*
  * The most CPUs held at once: every CPU but one (userspace sets it from
  * the topology; 0 on one CPU: no holds). One CPU always stays for
- * everything else, whatever max_share allows: at 2 vCPUs with the agent
- * class's max_share at 1.0, an agent loop and its tool server held both
- * CPUs, and a `scx_express ps` beside them took 13 s; the starvation
- * guard (fair.bpf.c, section 7) was all that ran the rest.
+ * everything else, whatever max_share allows: on a 2-CPU machine with
+ * the agent class's max_share at 1.0, an agent loop and its tool server
+ * held both CPUs, a `scx_express ps` beside them took seconds, and the
+ * starvation guard (fair.bpf.c, section 7) was all that ran the rest.
  */
 KNOB u32 hold_max_cpus;
 
@@ -424,11 +424,11 @@ __hidden void hold_running(struct task_struct *p, bool fair, struct cpu_ctx *cc)
 	 * softirqs and timers of the held task's own I/O among them) runs in
 	 * the window without ending it: for the microseconds it runs, and
 	 * then the CPU is idle again, still held. Ending the hold let the
-	 * hogs in behind it, and the task's return preempted one: at 2 and 8
-	 * vCPUs under cpu4x, such kthreads ended 30-55 of the agent stand-in's
-	 * ~5,000 holds a 5 s run (docs/benchmarks.md, "Pinned work inside a
-	 * hold"). Its run counts as held time (a few us), and a pinned task
-	 * that keeps running here holds the CPU to the hold's end anyway.
+	 * hogs in behind it, and the task's return preempted one: under
+	 * cpu4x, such kthreads ended about 1% of the agent stand-in's holds
+	 * (docs/benchmarks.md, "Pinned work inside a hold"). Its run counts
+	 * as held time (microseconds), and a pinned task that keeps running
+	 * here holds the CPU to the hold's end anyway.
 	 */
 	if (p->pid != cc->hold_pid && p->nr_cpus_allowed == 1 &&
 	    time_before(now, cc->hold_until_ns)) {
