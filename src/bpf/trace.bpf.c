@@ -133,22 +133,37 @@ struct {
 	__type(value, u64);
 } irq_start SEC(".maps");
 
-/* Per CPU: hard IRQ (0) and softirq (1) time so far, for agent steps. */
+/*
+ * Per CPU: IRQ time so far, for agent steps, by slot: hard IRQs, all
+ * softirqs, and of those the network (NET_TX, NET_RX) and the block
+ * (BLOCK, IRQ_POLL) vectors. A loopback send runs NET_RX for its receiver
+ * in the sender's softirq; an NVMe completion runs BLOCK on the CPU that
+ * submitted: the two causes a slow step's softirq time has under net and
+ * disk noise, told apart.
+ */
+enum irq_slot {
+	IRQ_HARD,
+	IRQ_SOFT,
+	IRQ_SOFT_NET,
+	IRQ_SOFT_BLOCK,
+	NR_IRQ_SLOTS,
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, u32);
-	__type(value, u64[2]);
+	__type(value, u64[NR_IRQ_SLOTS]);
 } irq_cum SEC(".maps");
 
 /* Per agent thread: the step in progress. */
 struct step_state {
-	struct express_step s; /* sums so far; s.start_ns == 0: no step */
-	u64 wait_since;	       /* runnable, not running, since (0: not) */
-	u64 run_since;	       /* on CPU since (0: not) */
-	u64 dsleep_since;      /* in D-state sleep since (0: not) */
-	u64 fault_since;       /* in handle_mm_fault since (0: not) */
-	u64 irq_snap[2];       /* irq_cum of snap_cpu when waiting/running began */
+	struct express_step s;	    /* sums so far; s.start_ns == 0: no step */
+	u64 wait_since;		    /* runnable, not running, since (0: not) */
+	u64 run_since;		    /* on CPU since (0: not) */
+	u64 dsleep_since;	    /* in D-state sleep since (0: not) */
+	u64 fault_since;	    /* in handle_mm_fault since (0: not) */
+	u64 irq_snap[NR_IRQ_SLOTS]; /* irq_cum of snap_cpu when waiting/running began */
 	s32 snap_cpu;
 	bool dsleep_io;
 };
@@ -438,13 +453,13 @@ static __always_inline void irq_account(void *totals, u32 key, u64 dur)
 	}
 }
 
-/* Adds @dur to this CPU's running IRQ time (slot 0 hard, 1 soft). */
+/* Adds @dur to this CPU's running IRQ time in @slot (enum irq_slot). */
 static __always_inline void irq_cum_add(u32 slot, u64 dur)
 {
 	u32 key = 0;
 	u64 *cum = bpf_map_lookup_elem(&irq_cum, &key);
 
-	if (cum && slot < 2)
+	if (cum && slot < NR_IRQ_SLOTS)
 		cum[slot] += dur;
 }
 
@@ -464,7 +479,7 @@ int BPF_PROG(trace_irq_exit, int irq, struct irqaction *action, int ret)
 	struct express_event *e;
 
 	irq_account(&hardirq_totals, key, dur);
-	irq_cum_add(0, dur);
+	irq_cum_add(IRQ_HARD, dur);
 	if (!bpf_map_lookup_elem(&irq_names, &key)) {
 		bpf_probe_read_kernel_str(name, sizeof(name), action->name);
 		bpf_map_update_elem(&irq_names, &key, name, BPF_NOEXIST);
@@ -498,7 +513,11 @@ int BPF_PROG(trace_softirq_exit, unsigned int vec_nr)
 	struct express_event *e;
 
 	irq_account(&softirq_totals, key, dur);
-	irq_cum_add(1, dur);
+	irq_cum_add(IRQ_SOFT, dur);
+	if (vec_nr == NET_TX_SOFTIRQ || vec_nr == NET_RX_SOFTIRQ)
+		irq_cum_add(IRQ_SOFT_NET, dur);
+	else if (vec_nr == BLOCK_SOFTIRQ || vec_nr == IRQ_POLL_SOFTIRQ)
+		irq_cum_add(IRQ_SOFT_BLOCK, dur);
 	if (!traced(bpf_get_current_task_btf()))
 		return 0;
 	e = event_new(TRACE_EV_SOFTIRQ, now);
@@ -535,8 +554,8 @@ static __always_inline void step_snap(struct step_state *st, s32 cpu)
 	u64 *cum = bpf_map_lookup_percpu_elem(&irq_cum, &key, cpu);
 
 	st->snap_cpu = cpu;
-	st->irq_snap[0] = cum ? cum[0] : 0;
-	st->irq_snap[1] = cum ? cum[1] : 0;
+	for (int i = 0; i < NR_IRQ_SLOTS; i++)
+		st->irq_snap[i] = cum ? cum[i] : 0;
 }
 
 /* The interval begun by step_snap ends: add that CPU's IRQ time since. */
@@ -544,18 +563,19 @@ static __always_inline void step_irq(struct step_state *st, bool running)
 {
 	u32 key = 0;
 	u64 *cum = bpf_map_lookup_percpu_elem(&irq_cum, &key, st->snap_cpu);
-	u64 hard = 0, soft = 0;
+	u64 d[NR_IRQ_SLOTS] = {};
 
 	if (!cum)
 		return;
-	if (cum[0] > st->irq_snap[0])
-		hard = cum[0] - st->irq_snap[0];
-	if (cum[1] > st->irq_snap[1])
-		soft = cum[1] - st->irq_snap[1];
-	st->s.hardirq_ns += hard;
-	st->s.softirq_ns += soft;
+	for (int i = 0; i < NR_IRQ_SLOTS; i++)
+		if (cum[i] > st->irq_snap[i])
+			d[i] = cum[i] - st->irq_snap[i];
+	st->s.hardirq_ns += d[IRQ_HARD];
+	st->s.softirq_ns += d[IRQ_SOFT];
+	st->s.softirq_net_ns += d[IRQ_SOFT_NET];
+	st->s.softirq_block_ns += d[IRQ_SOFT_BLOCK];
 	if (running)
-		st->s.irq_run_ns += hard + soft;
+		st->s.irq_run_ns += d[IRQ_HARD] + d[IRQ_SOFT];
 }
 
 static __always_inline void step_dsleep_end(struct step_state *st, u64 now)

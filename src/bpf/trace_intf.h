@@ -74,20 +74,22 @@ struct express_step {
 	s32 cpu;   /* CPU it last ran on */
 	s32 pid;
 	s32 tid;
-	u64 start_ns;	  /* the wakeup */
-	u64 wake_wait_ns; /* wakeup -> first run */
-	u64 runq_ns;	  /* every runnable-not-running interval (wake_wait_ns too) */
-	u64 run_ns;	  /* on CPU */
-	u64 hardirq_ns;	  /* hard IRQ time on its CPU while it waited or ran */
-	u64 softirq_ns;	  /* softirq time, likewise */
-	u64 irq_run_ns;	  /* the part of hardirq_ns + softirq_ns while it ran */
-	u64 fault_ns;	  /* in handle_mm_fault */
-	u64 io_ns;	  /* D-state sleep in io_schedule (block I/O, in_iowait) */
-	u64 dsleep_ns;	  /* other D-state sleep (locks, page cache, ...) */
-	u32 faults;	  /* page faults */
-	u32 io_waits;	  /* D-state sleeps counted in io_ns */
-	u32 preempts;	  /* times it was preempted (more runqueue waits) */
-	u32 class;	  /* its class at the wakeup (CLASS_AGENT) */
+	u64 start_ns;	      /* the wakeup */
+	u64 wake_wait_ns;     /* wakeup -> first run */
+	u64 runq_ns;	      /* every runnable-not-running interval (wake_wait_ns too) */
+	u64 run_ns;	      /* on CPU */
+	u64 hardirq_ns;	      /* hard IRQ time on its CPU while it waited or ran */
+	u64 softirq_ns;	      /* softirq time, likewise */
+	u64 irq_run_ns;	      /* the part of hardirq_ns + softirq_ns while it ran */
+	u64 softirq_net_ns;   /* of softirq_ns: NET_TX and NET_RX */
+	u64 softirq_block_ns; /* of softirq_ns: BLOCK and IRQ_POLL */
+	u64 fault_ns;	      /* in handle_mm_fault */
+	u64 io_ns;	      /* D-state sleep in io_schedule (block I/O, in_iowait) */
+	u64 dsleep_ns;	      /* other D-state sleep (locks, page cache, ...) */
+	u32 faults;	      /* page faults */
+	u32 io_waits;	      /* D-state sleeps counted in io_ns */
+	u32 preempts;	      /* times it was preempted (more runqueue waits) */
+	u32 class;	      /* its class at the wakeup (CLASS_AGENT) */
 	char comm[TRACE_COMM_LEN];
 };
 

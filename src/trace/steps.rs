@@ -29,6 +29,10 @@ pub struct Step {
     pub softirq_ns: u64,
     /// The part of hardirq_ns + softirq_ns that fell while it ran.
     pub irq_run_ns: u64,
+    /// Of softirq_ns: the network vectors (NET_TX, NET_RX).
+    pub softirq_net_ns: u64,
+    /// Of softirq_ns: the block vectors (BLOCK, IRQ_POLL).
+    pub softirq_block_ns: u64,
     pub fault_ns: u64,
     pub io_ns: u64,
     pub dsleep_ns: u64,
@@ -56,6 +60,8 @@ impl Step {
             hardirq_ns: e.hardirq_ns,
             softirq_ns: e.softirq_ns,
             irq_run_ns: e.irq_run_ns,
+            softirq_net_ns: e.softirq_net_ns,
+            softirq_block_ns: e.softirq_block_ns,
             fault_ns: e.fault_ns,
             io_ns: e.io_ns,
             dsleep_ns: e.dsleep_ns,
@@ -84,8 +90,9 @@ struct Part {
 }
 
 /// The time parts, in report order. Overlaps: hardirq/softirq fall in
-/// runq_wait or run; fault in run (and io for a major fault).
-const TIME_PARTS: [Part; 9] = [
+/// runq_wait or run; softirq_net and softirq_block in softirq; fault in run
+/// (and io for a major fault).
+const TIME_PARTS: [Part; 11] = [
     Part {
         name: "total",
         get: Step::total_ns,
@@ -109,6 +116,14 @@ const TIME_PARTS: [Part; 9] = [
     Part {
         name: "softirq",
         get: |s| s.softirq_ns,
+    },
+    Part {
+        name: "softirq_net",
+        get: |s| s.softirq_net_ns,
+    },
+    Part {
+        name: "softirq_block",
+        get: |s| s.softirq_block_ns,
     },
     Part {
         name: "fault",
@@ -227,6 +242,21 @@ pub struct SlowStep {
     pub step: Step,
 }
 
+/// One thread's own breakdown, given when more than one thread has steps.
+/// An agent loop and its marked tool server are both agent-class, and a
+/// loopback send runs the receiver's NET_RX softirq in the sender's step,
+/// so the loop's own steps need reading apart from the server's.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ThreadParts {
+    pub tid: i32,
+    pub comm: String,
+    /// Its steps among those the quantiles are over.
+    pub sampled: u64,
+    /// As `StepReport::times_us`, over this thread's steps alone (slow:
+    /// at or above its own p99 total).
+    pub times_us: Vec<PartStat>,
+}
+
 /// The report's `agent_steps`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StepReport {
@@ -237,8 +267,10 @@ pub struct StepReport {
     pub slow_steps: u64,
     pub threads: Vec<StepThread>,
     /// Time parts in µs: total, wake_wait, runq_wait, run, hardirq,
-    /// softirq, fault, block_io, d_sleep.
+    /// softirq (of it softirq_net, softirq_block), fault, block_io, d_sleep.
     pub times_us: Vec<PartStat>,
+    /// Each thread's own time parts; empty with one thread.
+    pub by_thread: Vec<ThreadParts>,
     /// Counts per step: faults, io_waits, preempts.
     pub counts: Vec<PartStat>,
     /// The p99 step and the slowest ones.
@@ -327,10 +359,7 @@ pub fn step_report(log: &StepLog) -> Option<StepReport> {
     if log.kept.is_empty() {
         return None;
     }
-    let mut totals: Vec<u64> = log.kept.iter().map(Step::total_ns).collect();
-    totals.sort_unstable();
-    let p99 = quantile(&totals, 0.99);
-    let slow: Vec<&Step> = log.kept.iter().filter(|s| s.total_ns() >= p99).collect();
+    let (p99, slow) = slow_of(&log.kept);
     // The p99 step: the slow step whose total is the p99 itself.
     let mut rows: Vec<SlowStep> = slow
         .iter()
@@ -356,10 +385,8 @@ pub fn step_report(log: &StepLog) -> Option<StepReport> {
                 steps: *n,
             })
             .collect(),
-        times_us: TIME_PARTS
-            .iter()
-            .map(|p| part_stat(p, &log.kept, &slow, 1e3))
-            .collect(),
+        times_us: time_parts(&log.kept, &slow),
+        by_thread: by_thread(log),
         counts: COUNT_PARTS
             .iter()
             .map(|p| part_stat(p, &log.kept, &slow, 1.0))
@@ -369,6 +396,44 @@ pub fn step_report(log: &StepLog) -> Option<StepReport> {
         slow_dominant_share: dom.map(|d| d.1),
         hint: dom.map(|d| hint(d.0).to_string()),
     })
+}
+
+/// The p99 total of @steps and the steps at or above it.
+fn slow_of(steps: &[Step]) -> (u64, Vec<&Step>) {
+    let mut totals: Vec<u64> = steps.iter().map(Step::total_ns).collect();
+    totals.sort_unstable();
+    let p99 = quantile(&totals, 0.99);
+    (p99, steps.iter().filter(|s| s.total_ns() >= p99).collect())
+}
+
+fn time_parts(steps: &[Step], slow: &[&Step]) -> Vec<PartStat> {
+    TIME_PARTS
+        .iter()
+        .map(|p| part_stat(p, steps, slow, 1e3))
+        .collect()
+}
+
+/// Each thread's own parts, when there is more than one thread.
+fn by_thread(log: &StepLog) -> Vec<ThreadParts> {
+    if log.threads.len() < 2 {
+        return Vec::new();
+    }
+    log.threads
+        .iter()
+        .filter_map(|(&tid, (_, comm, _))| {
+            let steps: Vec<Step> = log.kept.iter().filter(|s| s.tid == tid).copied().collect();
+            if steps.is_empty() {
+                return None;
+            }
+            let (_, slow) = slow_of(&steps);
+            Some(ThreadParts {
+                tid,
+                comm: super::report::comm_str(comm),
+                sampled: steps.len() as u64,
+                times_us: time_parts(&steps, &slow),
+            })
+        })
+        .collect()
 }
 
 fn slow_row(rank: &str, s: &Step) -> SlowStep {
@@ -399,18 +464,41 @@ pub fn render(s: &mut String, r: &StepReport) {
     }
     let _ = writeln!(
         s,
-        "{:<10} {:>10} {:>10} {:>10} {:>10}   (times in us; hardirq/softirq fall \
-         in runq_wait or run, fault in run)",
+        "{:<13} {:>10} {:>10} {:>10} {:>10}   (times in us; hardirq/softirq fall \
+         in runq_wait or run, softirq_net/_block in softirq, fault in run)",
         "PART", "MEDIAN", "P99", "MAX", "SLOW_MEAN"
     );
     for p in r.times_us.iter().chain(&r.counts) {
         let _ = writeln!(
             s,
-            "{:<10} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
+            "{:<13} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
             p.name, p.median, p.p99, p.max, p.slow_mean
         );
     }
     render_slow(s, r);
+    render_threads(s, r);
+}
+
+/// Each thread's own time parts (those not zero in every step).
+fn render_threads(s: &mut String, r: &StepReport) {
+    if r.by_thread.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "by thread (its own quantiles, slow: at or above its own p99 total; parts \
+         zero in every step left out):\n{:>8} {:<16} {:<13} {:>10} {:>10} {:>10} {:>10}",
+        "TID", "COMM", "PART", "MEDIAN", "P99", "MAX", "SLOW_MEAN"
+    );
+    for t in &r.by_thread {
+        for p in t.times_us.iter().filter(|p| p.max > 0.0) {
+            let _ = writeln!(
+                s,
+                "{:>8} {:<16} {:<13} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
+                t.tid, t.comm, p.name, p.median, p.p99, p.max, p.slow_mean
+            );
+        }
+    }
 }
 
 /// The slow steps one by one, and the verdict.
@@ -418,7 +506,7 @@ fn render_slow(s: &mut String, r: &StepReport) {
     let us = |ns: u64| ns as f64 / 1e3;
     let _ = writeln!(
         s,
-        "{:<7} {:>8} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>6} {:>9} {:>9} {:>4}",
+        "{:<7} {:>8} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>9} {:>9} {:>4}",
         "STEP",
         "TID",
         "TOTAL",
@@ -427,6 +515,8 @@ fn render_slow(s: &mut String, r: &StepReport) {
         "RUN",
         "HARDIRQ",
         "SOFTIRQ",
+        "SI_NET",
+        "SI_BLOCK",
         "FAULT",
         "NFLT",
         "BLOCK_IO",
@@ -437,8 +527,8 @@ fn render_slow(s: &mut String, r: &StepReport) {
         let t = &w.step;
         let _ = writeln!(
             s,
-            "{:<7} {:>8} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>8.1} {:>8.1} {:>8.1} {:>6} {:>9.1} \
-             {:>9.1} {:>4}",
+            "{:<7} {:>8} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} \
+             {:>6} {:>9.1} {:>9.1} {:>4}",
             w.rank,
             t.tid,
             us(w.total_ns),
@@ -447,6 +537,8 @@ fn render_slow(s: &mut String, r: &StepReport) {
             us(t.run_ns),
             us(t.hardirq_ns),
             us(t.softirq_ns),
+            us(t.softirq_net_ns),
+            us(t.softirq_block_ns),
             us(t.fault_ns),
             t.faults,
             us(t.io_ns),
@@ -597,6 +689,53 @@ mod tests {
         let r = step_report(&log_of(&steps)).unwrap();
         let counts: Vec<(i32, u64)> = r.threads.iter().map(|t| (t.tid, t.steps)).collect();
         assert_eq!(counts, [(7, 1), (8, 2)]);
+    }
+
+    #[test]
+    fn each_thread_is_broken_down_apart() {
+        // A tool server (tid 8) whose sends carry the receiver's NET_RX
+        // softirq, beside an agent loop (tid 7) with none.
+        let mut steps = Vec::new();
+        for i in 0..100u64 {
+            steps.push(step(7, i * 10_000, 50_000 + i));
+            let mut w = step(8, i * 10_000, 300_000 + i);
+            w.softirq_ns = 200_000;
+            w.softirq_net_ns = 150_000;
+            w.softirq_block_ns = 40_000;
+            steps.push(w);
+        }
+        let r = step_report(&log_of(&steps)).unwrap();
+        let part = |t: &ThreadParts, name: &str| {
+            t.times_us.iter().find(|p| p.name == name).unwrap().clone()
+        };
+        assert_eq!(r.by_thread.len(), 2);
+        let (loop_, server) = (&r.by_thread[0], &r.by_thread[1]);
+        assert_eq!((loop_.tid, loop_.sampled), (7, 100));
+        assert_eq!((server.tid, server.sampled), (8, 100));
+        // Each thread's own p99, not the pooled one (which is the server's).
+        assert_eq!(part(loop_, "total").p99, 50.098);
+        assert_eq!(part(server, "total").p99, 300.098);
+        assert_eq!(part(loop_, "softirq_net").max, 0.0);
+        assert_eq!(part(server, "softirq_net").slow_mean, 150.0);
+        assert_eq!(part(server, "softirq_block").median, 40.0);
+        let mut out = String::new();
+        render(&mut out, &r);
+        assert!(out.contains("by thread"), "{out}");
+        // Parts zero in every step of a thread are left out of its rows.
+        let rows = |tid: &str, name: &str| {
+            out.lines()
+                .filter(|l| {
+                    let f: Vec<&str> = l.split_whitespace().collect();
+                    f.len() == 7 && f[0] == tid && f[2] == name
+                })
+                .count()
+        };
+        assert_eq!(rows("8", "softirq_net"), 1, "{out}");
+        assert_eq!(rows("7", "softirq_net"), 0, "{out}");
+        assert_eq!(rows("7", "total"), 1, "{out}");
+        // One thread: no per-thread section.
+        let one = step_report(&log_of(&steps[..1])).unwrap();
+        assert!(one.by_thread.is_empty());
     }
 
     #[test]

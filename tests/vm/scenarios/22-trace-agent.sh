@@ -75,9 +75,12 @@ check "not many more steps than the agent made ($got)" test "$got" -le $((steps 
 dd_steps=$(awk '$2 == "dd" && $NF == "steps" { n += $3 } END { print n + 0 }' /tmp/trace.out)
 check "the dd has steps ($dd_steps)" test "$dd_steps" -gt 0
 
-# part NAME COLUMN: a row of the breakdown table (2 median, 3 p99, 4 max).
-part() { awk -v n="$1" -v c="$2" '$1 == n && NF == 5 { print $c; exit }' /tmp/trace.out; }
-for p in total wake_wait runq_wait run hardirq softirq fault block_io d_sleep faults io_waits preempts; do
+# part NAME COLUMN: a row of the breakdown table (2 median, 3 p99, 4 max),
+# which starts at its PART header (the IRQ totals above it have rows of
+# five fields that start with "softirq" too).
+part() { awk -v n="$1" -v c="$2" '$1 == "PART" { on = 1; next } on && $1 == n && NF == 5 { print $c; exit }' /tmp/trace.out; }
+for p in total wake_wait runq_wait run hardirq softirq softirq_net softirq_block fault block_io d_sleep \
+    faults io_waits preempts; do
     check "breakdown row $p" test -n "$(part $p 4)"
 done
 check "runqueue wait seen (max $(part runq_wait 4) us)" awk -v v="$(part runq_wait 4)" 'BEGIN { exit !(v > 0) }'
@@ -85,13 +88,23 @@ check "run time seen (median $(part run 2) us)" awk -v v="$(part run 2)" 'BEGIN 
 check "block I/O waits seen (max $(part io_waits 4))" awk -v v="$(part io_waits 4)" 'BEGIN { exit !(v > 0) }'
 check "block I/O time seen (max $(part block_io 4) us)" awk -v v="$(part block_io 4)" 'BEGIN { exit !(v > 0) }'
 check "page faults seen (max $(part faults 4))" awk -v v="$(part faults 4)" 'BEGIN { exit !(v > 0) }'
+# The loop's loopback sends run NET_RX in its own softirq: network softirq
+# time shows, and is part of the softirq time.
+check "network softirq seen (max $(part softirq_net 4) us)" awk -v v="$(part softirq_net 4)" 'BEGIN { exit !(v > 0) }'
+check "network softirq within softirq ($(part softirq_net 4) <= $(part softirq 4) us)" \
+    awk -v n="$(part softirq_net 4)" -v a="$(part softirq 4)" 'BEGIN { exit !(n <= a) }'
+# The loop and dd are traced apart too.
+# shellcheck disable=SC2016 # awk's own fields
+check "by-thread rows for the agent loop" \
+    awk -v t="$atid" '$1 == t && $3 == "total" && NF == 7 { f = 1 } END { exit !f }' /tmp/trace.out
 check "slow steps listed (p99 and worst)" sh -c "grep -q '^p99 ' /tmp/trace.out && grep -q '^worst1 ' /tmp/trace.out"
 check "a verdict on the slow steps" grep -q '^slow steps: .* is the largest part' /tmp/trace.out
 
 # 2. The JSON: agent_steps with its fields.
 for f in '"agent_steps": {' '"times_us"' '"counts"' '"slow"' '"slow_dominant"' \
     '"runq_ns"' '"wake_wait_ns"' '"hardirq_ns"' '"softirq_ns"' '"fault_ns"' \
-    '"faults"' '"io_ns"' '"io_waits"' '"dsleep_ns"' '"preempts"' '"name": "block_io"'; do
+    '"faults"' '"io_ns"' '"io_waits"' '"dsleep_ns"' '"preempts"' '"name": "block_io"' \
+    '"softirq_net_ns"' '"softirq_block_ns"' '"by_thread"'; do
     check "JSON has $f" grep -qF "$f" /tmp/t.json
 done
 check "JSON lists the agent loop" grep -q "\"tid\": $atid" /tmp/t.json
