@@ -77,6 +77,10 @@ phase() {
         echo "$1: $k $(sed -n "s/^$k=//p" "/tmp/a-$1.out")"
     done
     sed -n '/^agent steps/,/^p99 /p' "/tmp/t-$1.out" | sed "s/^/$1: /"
+    # With the tool server marked, each thread's own parts (trace prints
+    # them when more than one thread has steps).
+    awk '/^by thread/ { on = 1; print; next } on && NF == 7 { print; next } on { exit }' \
+        "/tmp/t-$1.out" | sed "s/^/$1: /"
 }
 
 # peer_phase: PEER's phase, then EEVDF again as eevdf$1.
