@@ -136,10 +136,9 @@ struct {
 /*
  * Per CPU: IRQ time so far, for agent steps, by slot: hard IRQs, all
  * softirqs, and of those the network (NET_TX, NET_RX) and the block
- * (BLOCK, IRQ_POLL) vectors. A loopback send runs NET_RX for its receiver
- * in the sender's softirq; an NVMe completion runs BLOCK on the CPU that
- * submitted: the two causes a slow step's softirq time has under net and
- * disk noise, told apart.
+ * (BLOCK, IRQ_POLL) vectors, so that a step's softirq time says whose
+ * work it was: a loopback send runs NET_RX for its receiver in the
+ * sender's softirq; block completions finished in softirq run BLOCK.
  */
 enum irq_slot {
 	IRQ_HARD,
