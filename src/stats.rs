@@ -205,6 +205,8 @@ stat_table! {
     hold_last_cpu: Counter Events Source::Lane(lane_stat_idx_LANE_HOLD_LAST_CPU),
         "express_hold_last_cpu",
         "Holds not started because every other CPU was held (one always stays for the rest)";
+    hold_long: Counter Events Source::Lane(lane_stat_idx_LANE_HOLD_LONG), "express_hold_long",
+        "Holds not started because the task's sleeps average over classes.*.hold_us";
     wakeups: Counter Events Source::Lat(lat_stat_idx_LAT_WAKEUPS), "wakeups",
         "Wakeups of the class's tasks measured, wakeup to running, by either lane";
     over_target: Counter Events Source::Lat(lat_stat_idx_LAT_OVER_TARGET), "wakeups_over_target",

@@ -334,8 +334,17 @@ __hidden void hold_start(struct task_struct *p, struct task_ctx *tctx, s32 cpu, 
 	/* A hold left from another task (its window not yet open) ends here. */
 	if (cc->hold_until_ns)
 		hold_end(cc, now, false);
-	if (class >= NR_CLASSES || !(ns = class_hold_ns[class]) || !avg || avg > ns)
+	if (class >= NR_CLASSES || !(ns = class_hold_ns[class]) || !avg)
 		return;
+	/*
+	 * Its sleeps are longer than a hold may last: a hold would end
+	 * before its return. Counted, so that an operator whose agents wait
+	 * on slower tools than hold_us sees why they get no holds.
+	 */
+	if (avg > ns) {
+		lane_stat_inc(class, LANE_HOLD_LONG);
+		return;
+	}
 	if (2 * avg < ns)
 		ns = 2 * avg;
 	/* The window opens this long from now (header comment); below ns. */

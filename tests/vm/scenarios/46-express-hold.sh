@@ -9,7 +9,8 @@
 # stays within the class's max_share of the machine (running time first).
 # A reload back to the default, hold_whole = true, makes every hold cover
 # its whole sleep; pinned work runs inside a hold without ending it; one
-# CPU is never held, whatever max_share allows; and a reload with
+# CPU is never held, whatever max_share allows; a reload with hold_us
+# shorter than the sleeps starts none (hold_long); and a reload with
 # hold_us = 0 stops the holds live, and the wakeups preempt.
 # vmtest: smp=2 timeout=240 bins=target/release/scx_express,/usr/bin/stress-ng
 # vmtest: files=workloads/build:/opt/w
@@ -136,8 +137,19 @@ echo "max_share 1.0: $(hold_summary /tmp/s0 /tmp/s1 agent), refused as the last 
 [ "$last" -ge 100 ] || fail "only $last holds refused as the last unheld CPU: both CPUs held at once?"
 echo "ok: one CPU is never held ($holds holds, $last refused as the last CPU)"
 
+# A hold shorter than the sleeps: the loop's sleeps (its 2 ms tool call)
+# and its server's (the 2 ms delay alternating with a short wait) average
+# over 500 us, so no hold starts, and hold_long counts each refusal.
+reload_agent 3 'hold_us = 500'
+holds=$(delta classes.agent.holds)
+long=$(delta classes.agent.hold_long)
+echo "hold_us 500: $(hold_summary /tmp/s0 /tmp/s1 agent), refused as too long $long"
+[ "$long" -ge 100 ] || fail "only $long sleeps refused as longer than hold_us = 500"
+[ $((holds * 10)) -le "$long" ] || fail "$holds holds beside $long sleeps longer than hold_us"
+echo "ok: sleeps longer than hold_us get no hold ($long counted as hold_long, $holds holds)"
+
 # Reload with holds off: they stop at once.
-reload_agent 3 'hold_us = 0'
+reload_agent 4 'hold_us = 0'
 holds=$(delta classes.agent.holds)
 prev=$(delta classes.agent.prev)
 pre=$(delta classes.agent.preempt)
