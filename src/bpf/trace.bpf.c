@@ -452,14 +452,32 @@ static __always_inline void irq_account(void *totals, u32 key, u64 dur)
 	}
 }
 
-/* Adds @dur to this CPU's running IRQ time in @slot (enum irq_slot). */
-static __always_inline void irq_cum_add(u32 slot, u64 dur)
+/*
+ * Adds @dur to this CPU's running IRQ time in @slot and, unless it is
+ * NR_IRQ_SLOTS, in @part (the vector group within a softirq): one map
+ * lookup for both, as this runs at the end of every IRQ on the machine.
+ */
+static __always_inline void irq_cum_add(u32 slot, u32 part, u64 dur)
 {
 	u32 key = 0;
 	u64 *cum = bpf_map_lookup_elem(&irq_cum, &key);
 
-	if (cum && slot < NR_IRQ_SLOTS)
+	if (!cum)
+		return;
+	if (slot < NR_IRQ_SLOTS)
 		cum[slot] += dur;
+	if (part < NR_IRQ_SLOTS)
+		cum[part] += dur;
+}
+
+/* The slot of softirq vector @vec's group, or NR_IRQ_SLOTS for none. */
+static __always_inline u32 softirq_part(unsigned int vec)
+{
+	if (vec == NET_TX_SOFTIRQ || vec == NET_RX_SOFTIRQ)
+		return IRQ_SOFT_NET;
+	if (vec == BLOCK_SOFTIRQ || vec == IRQ_POLL_SOFTIRQ)
+		return IRQ_SOFT_BLOCK;
+	return NR_IRQ_SLOTS;
 }
 
 SEC("tp_btf/irq_handler_entry")
@@ -478,7 +496,7 @@ int BPF_PROG(trace_irq_exit, int irq, struct irqaction *action, int ret)
 	struct express_event *e;
 
 	irq_account(&hardirq_totals, key, dur);
-	irq_cum_add(IRQ_HARD, dur);
+	irq_cum_add(IRQ_HARD, NR_IRQ_SLOTS, dur);
 	if (!bpf_map_lookup_elem(&irq_names, &key)) {
 		bpf_probe_read_kernel_str(name, sizeof(name), action->name);
 		bpf_map_update_elem(&irq_names, &key, name, BPF_NOEXIST);
@@ -512,11 +530,7 @@ int BPF_PROG(trace_softirq_exit, unsigned int vec_nr)
 	struct express_event *e;
 
 	irq_account(&softirq_totals, key, dur);
-	irq_cum_add(IRQ_SOFT, dur);
-	if (vec_nr == NET_TX_SOFTIRQ || vec_nr == NET_RX_SOFTIRQ)
-		irq_cum_add(IRQ_SOFT_NET, dur);
-	else if (vec_nr == BLOCK_SOFTIRQ || vec_nr == IRQ_POLL_SOFTIRQ)
-		irq_cum_add(IRQ_SOFT_BLOCK, dur);
+	irq_cum_add(IRQ_SOFT, softirq_part(vec_nr), dur);
 	if (!traced(bpf_get_current_task_btf()))
 		return 0;
 	e = event_new(TRACE_EV_SOFTIRQ, now);
