@@ -431,7 +431,8 @@ finish_standins() {
 }
 
 # disk_noise SECS FIO_ARGS... &: the bench's disk noise, fio random 4 KiB
-# writes, 4 jobs at iodepth 32 through libaio, for SECS s. Always start it
+# writes, 4 jobs ($DISK_NOISE_JOBS if set: the bench's guest sets 2 per
+# vCPU) at iodepth 32 through libaio, for SECS s. Always start it
 # with &: it execs fio, so $! is fio's pid, to wait for or kill. FIO_ARGS
 # name the target and the output (e.g. --filename=$VMTEST_DISK --direct=1);
 # $DISK_NOISE_PREFIX, if set, goes before fio (e.g. "taskset -c 1"). The
@@ -442,7 +443,7 @@ disk_noise() {
     shift
     # shellcheck disable=SC2086 # DISK_NOISE_PREFIX is a word list
     exec $DISK_NOISE_PREFIX fio --name=noise "$@" --rw=randwrite --bs=4k --iodepth=32 \
-        --numjobs=4 --ioengine=libaio --time_based --runtime="$_secs"
+        --numjobs="${DISK_NOISE_JOBS:-4}" --ioengine=libaio --time_based --runtime="$_secs"
 }
 
 # hackbench_once: the seconds of one `hackbench -g 8 -l 400`, the workload

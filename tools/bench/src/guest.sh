@@ -59,6 +59,15 @@ nice_ncpu=$((n / 4))
 [ "$nice_ncpu" -ge 1 ] || nice_ncpu=1
 nice_cpus=0-$((nice_ncpu - 1))
 
+# Net and disk noise grow with the machine, as the CPU hogs do: a fixed
+# load leaves most of a bigger guest idle, and then no scheduler has
+# anything to decide. iperf3 (3.12 here) runs its client and its server
+# on one thread each, so one client and server pair per two vCPUs (at
+# least one); fio two jobs per vCPU. At 2 vCPUs: one pair, 4 jobs.
+net_pairs=$((n / 2))
+[ "$net_pairs" -ge 1 ] || net_pairs=1
+export DISK_NOISE_JOBS=$((2 * n))
+
 # --- Scheduler ------------------------------------------------------------
 # Another scx_express build for the express boot (`runner.sh --append
 # bench.express_bin=/opt/w/NAME`, a binary in the bundle's workloads): two
@@ -187,19 +196,22 @@ noise_start() {
     fi
     case $1 in
     net | heavy)
-        # The server runs for the whole boot (started below); the client
-        # retries while it is not listening yet.
-        (
-            i=0
-            while [ $i -lt 50 ]; do
-                iperf3 -c 127.0.0.1 -p 5201 -P "$BENCH_STREAMS" -t "$2" -J \
-                    >"$3/iperf.json" 2>&1 && exit 0
-                grep -qE 'refused|busy' "$3/iperf.json" || exit 1
-                i=$((i + 1))
-                sleep 0.1
-            done
-        ) &
-        noise_pids="$noise_pids $!"
+        # The servers run for the whole boot (started below); a client
+        # retries while its server is not listening yet. Pair k reports
+        # to iperf-k.json (the parser adds the pairs up).
+        for k in $(seq 1 "$net_pairs"); do
+            (
+                i=0
+                while [ $i -lt 50 ]; do
+                    iperf3 -c 127.0.0.1 -p $((5200 + k)) -P "$BENCH_STREAMS" -t "$2" -J \
+                        >"$3/iperf-$k.json" 2>&1 && exit 0
+                    grep -qE 'refused|busy' "$3/iperf-$k.json" || exit 1
+                    i=$((i + 1))
+                    sleep 0.1
+                done
+            ) &
+            noise_pids="$noise_pids $!"
+        done
         ;;
     esac
     case $1 in
@@ -230,10 +242,10 @@ noise_wait() {
     for p in $noise_pids; do wait "$p"; done
     kill "$_guard" 2>/dev/null
     wait "$_guard" 2>/dev/null
-    # A client outliving the guard (not the server).
+    # A client outliving the guard (not a server).
     # shellcheck disable=SC2013 # awk prints one pid per line: words are lines
     for p in $(cat /proc/[0-9]*/stat 2>/dev/null | awk '$2 == "(iperf3)" { print $1 }'); do
-        [ "$p" = "$iperf_srv" ] || kill "$p" 2>/dev/null
+        case " $iperf_srvs " in *" $p "*) ;; *) kill "$p" 2>/dev/null ;; esac
     done
     rm -f /tmp/fio.dat
     return 0
@@ -439,14 +451,17 @@ for e in $(echo "$BENCH_TOOL_NEEDS" | tr / ' '); do
         esac
     done
 done
-# One iperf3 server for the whole boot: started per cell, it was not always
-# listening in time under the heavy scenario's load.
-iperf_srv=''
+# The iperf3 servers (one per pair, ports 5201 on) for the whole boot:
+# started per cell, a server was not always listening in time under the
+# heavy scenario's load.
+iperf_srvs=''
 case " $scenarios " in *" net "* | *" heavy "*)
-    iperf3 -s -p 5201 >/tmp/iperf-server.log 2>&1 &
-    iperf_srv=$!
-    wait_until 20 sh -c 'netstat -ltn 2>/dev/null | grep -q ":5201 "' ||
-        log "bench: iperf3 server not listening after 20 s"
+    for k in $(seq 1 "$net_pairs"); do
+        iperf3 -s -p $((5200 + k)) >"/tmp/iperf-server-$k.log" 2>&1 &
+        iperf_srvs="$iperf_srvs $!"
+    done
+    wait_until 20 sh -c "[ \$(netstat -ltn 2>/dev/null | grep -cE ':52[0-9][0-9] ') -ge $net_pairs ]" ||
+        log "bench: not all $net_pairs iperf3 servers listening after 20 s"
     ;;
 esac
 total=0
@@ -503,7 +518,8 @@ for r in $(seq "$BENCH_REPEAT_FROM" "$BENCH_REPEAT_TO"); do
 done
 
 # --- Wrap up ------------------------------------------------------------------
-[ -z "$iperf_srv" ] || kill "$iperf_srv" 2>/dev/null
+# shellcheck disable=SC2086 # a list of pids
+[ -z "$iperf_srvs" ] || kill $iperf_srvs 2>/dev/null
 if [ -n "${tpid:-}" ]; then
     # The control's trace log names each library it probed and how many
     # probe points (--no-events counts hits only of threads still alive

@@ -62,9 +62,11 @@ pub enum Scenario {
     Cpu1x,
     /// The same with 4 × vCPUs workers.
     Cpu4x,
-    /// iperf3 server and client over loopback, parallel streams.
+    /// iperf3 over loopback, one server and client pair per 2 vCPUs,
+    /// parallel streams each.
     Net,
-    /// fio randwrite bs=4k iodepth=32 numjobs=4 on a scratch NVMe disk.
+    /// fio randwrite bs=4k iodepth=32, 2 jobs per vCPU, on a scratch NVMe
+    /// disk.
     Disk,
     /// cpu4x, net and disk together.
     Heavy,
@@ -267,7 +269,8 @@ pub struct Plan {
     pub mem: String,
     /// Helper threads of the mixed workload (default: vCPUs).
     pub helpers: u32,
-    /// iperf3 parallel streams.
+    /// iperf3 parallel streams of each client (guest.sh runs one client
+    /// and server pair per 2 vCPUs).
     pub streams: u32,
     /// cyclictest interval.
     pub cyc_interval_us: u32,

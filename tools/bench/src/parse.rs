@@ -203,15 +203,12 @@ pub fn median(v: &[f64]) -> Option<f64> {
     }
 }
 
-/// The `NAME-I.out` files of a cell, by I (1, 2, ...).
-fn numbered<'a>(files: &'a BTreeMap<String, String>, name: &str) -> Vec<(u32, &'a str)> {
+/// The `NAME-I.EXT` files of a cell (`ext` with its dot), by I (1, 2, ...).
+fn numbered<'a>(files: &'a BTreeMap<String, String>, name: &str, ext: &str) -> Vec<(u32, &'a str)> {
     let mut v: Vec<(u32, &str)> = files
         .iter()
         .filter_map(|(k, t)| {
-            let i = k
-                .strip_prefix(name)?
-                .strip_prefix('-')?
-                .strip_suffix(".out")?;
+            let i = k.strip_prefix(name)?.strip_prefix('-')?.strip_suffix(ext)?;
             Some((i.parse().ok()?, t.as_str()))
         })
         .collect();
@@ -227,7 +224,10 @@ fn numbered<'a>(files: &'a BTreeMap<String, String>, name: &str) -> Vec<(u32, &'
 pub fn scale(files: &BTreeMap<String, String>, m: &mut BTreeMap<String, f64>) -> Result<()> {
     let want = kv_lines(files.get("scale.txt").map(String::as_str).unwrap_or(""));
     let want = |k: &str| want.get(k).and_then(|v| v.parse::<usize>().ok());
-    let (launchers, agents) = (numbered(files, "launcher"), numbered(files, "agent"));
+    let (launchers, agents) = (
+        numbered(files, "launcher", ".out"),
+        numbered(files, "agent", ".out"),
+    );
     let (Some(nl), Some(na)) = (want("launchers"), want("agents")) else {
         bail!("scale.txt does not say how many launchers and agents ran");
     };
@@ -330,6 +330,26 @@ pub fn iperf3(text: &str) -> Result<f64> {
         .and_then(Value::as_f64)
         .context("iperf3 JSON has no end.sum_received")?;
     Ok(bps / 1e9)
+}
+
+/// The net noise's throughput: the sum of its iperf3 pairs, one
+/// `iperf-K.json` each (the guest runs one pair per two vCPUs), or one
+/// `iperf.json` in logs from before the pairs.
+pub fn iperf3_pairs(files: &BTreeMap<String, String>) -> Result<f64> {
+    let mut pairs: Vec<(String, &str)> = numbered(files, "iperf", ".json")
+        .into_iter()
+        .map(|(k, t)| (format!("iperf-{k}.json"), t))
+        .collect();
+    if let Some(t) = files.get("iperf.json") {
+        pairs.push(("iperf.json".into(), t));
+    }
+    if pairs.is_empty() {
+        bail!("no iperf3 output (iperf-1.json)");
+    }
+    pairs
+        .iter()
+        .map(|(n, t)| iperf3(t).with_context(|| n.clone()))
+        .sum()
 }
 
 /// fio --output-format=json with group reporting: write IOPS.
@@ -478,20 +498,23 @@ pub fn measure(cell: &RawCell) -> Measured {
     if let Err(e) = res {
         r_err(&mut r.errors, e);
     }
-    let mut noise = |name: &str, file: &str, p: fn(&str) -> Result<f64>| match p(f(file)) {
+    let mut noise = |name: &str, v: Result<f64>| match v {
         Ok(v) => {
             r.metrics.insert(name.into(), v);
         }
-        Err(e) => r_err(&mut r.errors, e.context(file.to_string())),
+        Err(e) => r_err(&mut r.errors, e),
     };
     if matches!(scen, "cpu1x" | "cpu4x" | "heavy") {
-        noise("cpu_bogo_ops_s", "stress.yaml", stress_ng);
+        noise(
+            "cpu_bogo_ops_s",
+            stress_ng(f("stress.yaml")).context("stress.yaml"),
+        );
     }
     if matches!(scen, "net" | "heavy") {
-        noise("net_gbit_s", "iperf.json", iperf3);
+        noise("net_gbit_s", iperf3_pairs(&cell.files));
     }
     if matches!(scen, "disk" | "heavy") {
-        noise("disk_iops", "fio.json", fio);
+        noise("disk_iops", fio(f("fio.json")).context("fio.json"));
     }
     sched_cpu(cell, &mut r.metrics);
     let sched = cell.header.get("sched").map(String::as_str).unwrap_or("");
@@ -672,6 +695,39 @@ pub mod tests {
     }
 
     #[test]
+    fn net_noise_adds_up_its_pairs() {
+        let files = |names: &[(&str, &str)]| -> BTreeMap<String, String> {
+            names
+                .iter()
+                .map(|(n, t)| (n.to_string(), t.to_string()))
+                .collect()
+        };
+        let slow = IPERF.replace("1.8e10", "2e9");
+        let four = files(&[
+            ("iperf-1.json", IPERF),
+            ("iperf-2.json", &slow),
+            ("iperf-3.json", IPERF),
+            ("iperf-10.json", IPERF),
+            ("iperf-x.json", "not a pair"),
+            ("iperf-server.log", "not a pair"),
+        ]);
+        assert_eq!(iperf3_pairs(&four).unwrap(), 56.0);
+        // A log from before the pairs.
+        assert_eq!(
+            iperf3_pairs(&files(&[("iperf.json", IPERF)])).unwrap(),
+            18.0
+        );
+        // One pair that failed fails the noise, and says which.
+        let bad = files(&[
+            ("iperf-1.json", IPERF),
+            ("iperf-2.json", "{\"error\":\"busy\"}"),
+        ]);
+        let e = format!("{:#}", iperf3_pairs(&bad).unwrap_err());
+        assert!(e.contains("iperf-2.json") && e.contains("busy"), "{e}");
+        assert!(iperf3_pairs(&files(&[("workload.out", "")])).is_err());
+    }
+
+    #[test]
     fn lane_counters_are_cell_differences() {
         let before = "fair_wakeups 10\nrescued 1\nclasses.gpu.prev 5\nclasses.gpu.no_tokens 2";
         let after = "fair_wakeups 30\nrescued 1\nclasses.gpu.prev 9\nclasses.gpu.preempt 3\n\
@@ -808,7 +864,7 @@ pub mod tests {
             &[
                 ("workload.out", DECODE),
                 ("stress.yaml", STRESS),
-                ("iperf.json", IPERF),
+                ("iperf-1.json", IPERF),
                 ("fio.json", FIO),
                 ("tid", "77"),
                 ("ps.txt", "77 70 launcher gpu cuda"),

@@ -1221,9 +1221,11 @@ const METHOD: &str = "## Method\n\n\
     (repeats outermost). In a cell the noise starts, the workload measures \
     for the planned seconds, and the noise stops by its own time limit. \
     Noise: cpu1x/cpu4x = `stress-ng --cpu N --cpu-method fft` with N = 1×/4× \
-    vCPUs; net = iperf3 server and client over loopback, 10 parallel \
-    streams; disk = fio randwrite bs=4k iodepth=32 numjobs=4 on an emulated \
-    NVMe scratch disk (libaio, O_DIRECT); heavy = cpu4x + net + disk. \
+    vCPUs; net = iperf3 over loopback, one server and client pair per 2 \
+    vCPUs (at least one), 10 parallel streams each; disk = fio randwrite \
+    bs=4k iodepth=32 numjobs = 2 × vCPUs on an emulated NVMe scratch disk \
+    (libaio, O_DIRECT); heavy = cpu4x + net + disk. Runs before `iperf-K.json` \
+    existed used one pair and 4 jobs at every size. \
     eevdf-nice runs the workload under `taskset` (first quarter of the \
     vCPUs, at least one) and `nice -n -10`; eevdf-fifo under `chrt -f 10` \
     (cyclictest with `-p 10`); eevdf-probes with scx_express's probes \
