@@ -9,8 +9,11 @@
 # time, run-queue wait, runs). Phases, in one boot: EEVDF with and without
 # the noise, scx_express likewise, `scx_express trace` (its probes and
 # tracepoints, no scheduler) with the noise, EEVDF with the noise again.
-# Each line also gives the NVMe completion IRQs per second.
+# Each line also gives the NVMe completion IRQs per second. CONFIGS="F ..."
+# adds a scx_express disk phase per config file F (files put in the guest
+# with run.sh --file), for an A/B of a knob in the same boot.
 #   tests/vm/run.sh tools/bench/vm/newcomer-disk.sh --smp 4
+#   tests/vm/run.sh tools/bench/vm/newcomer-disk.sh --file /tmp/x.toml:/etc/x.toml --env CONFIGS=/etc/x.toml
 #   tools/bench/vm/bundle.sh .nc tools/bench/vm/newcomer-disk.sh    # then, on a bigger host:
 #   .nc/runner.sh --smp 8 OUT b1 b2 b3
 # Under TCG the guest counts the host's preemptions of a vCPU as its
@@ -73,6 +76,13 @@ phase scx_express disk
 log "  $(scx_express stats --flat | grep -E '^(fair_wakeups|fair_waits_over_1ms|wakeup_preempt|fair_starved) ' | tr '\n' ' ')"
 phase scx_express clean
 stop_scx
+for _c in ${CONFIGS:-}; do
+    start_scx /tmp/scx.log --config "$_c"
+    sleep 1
+    phase "scx_express --config $_c" disk
+    log "  $(scx_express stats --flat | grep -E '^(fair_wakeups|fair_waits_over_1ms|wakeup_preempt|fair_starved) ' | tr '\n' ' ')"
+    stop_scx
+done
 scx_express trace >/tmp/trace.log 2>&1 &
 _tpid=$!
 sleep 3
