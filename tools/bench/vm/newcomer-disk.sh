@@ -44,6 +44,11 @@ newcomers() {
         END { printf "%d newcomers: cpu %.1f ms, runq wait %.1f ms, %.0f runs (means)", n, c / n / 1e6, w / n / 1e6, r / n }' /tmp/ss.txt
 }
 
+# fair_counters: the running scx_express's fair-path counters, one line.
+fair_counters() {
+    log "  $(scx_express stats --flat | grep -E '^(fair_wakeups|fair_waits_over_1ms|wakeup_preempt|fair_starved) ' | tr '\n' ' ')"
+}
+
 # phase NAME disk|clean
 phase() {
     _i0=$(nvme_irqs)
@@ -59,7 +64,7 @@ phase() {
     log "$1 $2: $_r; NVMe IRQs/s $(awk -v a="$_i0" -v b="$_i1" -v x="$_t0" -v y="$_t1" 'BEGIN { printf "%.0f", (b - a) / (y - x) }')"
     if [ "$2" = disk ]; then
         kill "$_fio" 2>/dev/null
-        wait "$_fio" 2>/dev/null
+        wait "$_fio" 2>/dev/null || true
     fi
 }
 
@@ -73,14 +78,14 @@ phase EEVDF clean
 start_scx /tmp/scx.log
 sleep 1
 phase scx_express disk
-log "  $(scx_express stats --flat | grep -E '^(fair_wakeups|fair_waits_over_1ms|wakeup_preempt|fair_starved) ' | tr '\n' ' ')"
+fair_counters
 phase scx_express clean
 stop_scx
 for _c in ${CONFIGS:-}; do
     start_scx /tmp/scx.log --config "$_c"
     sleep 1
     phase "scx_express --config $_c" disk
-    log "  $(scx_express stats --flat | grep -E '^(fair_wakeups|fair_waits_over_1ms|wakeup_preempt|fair_starved) ' | tr '\n' ' ')"
+    fair_counters
     stop_scx
 done
 scx_express trace >/tmp/trace.log 2>&1 &
