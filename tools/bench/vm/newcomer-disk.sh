@@ -7,8 +7,9 @@
 # with the guest"). Each phase forks K newcomers one after another: a
 # shell that counts to 3,000 and prints its own /proc/self/schedstat (CPU
 # time, run-queue wait, runs). Phases, in one boot: EEVDF with and without
-# the noise, scx_express likewise, `scx_express trace` (its probes and
-# tracepoints, no scheduler) with the noise, EEVDF with the noise again.
+# the noise, a short warm-up under scx_express, scx_express with and
+# without the noise, `scx_express trace` (its probes and tracepoints, no
+# scheduler) with the noise, EEVDF with the noise again.
 # Each line also gives the NVMe completion IRQs per second. CONFIGS="F ..."
 # adds a scx_express disk phase per config file F (files put in the guest
 # with run.sh --file), for an A/B of a knob in the same boot.
@@ -77,6 +78,13 @@ phase EEVDF disk
 phase EEVDF clean
 start_scx /tmp/scx.log
 sleep 1
+# A boot's first scx_express phase ran slowest whatever its config or
+# build (docs/benchmarks.md, "Wakeup preemption: more switches, and an
+# order effect"): one short phase first, not to be compared.
+_k=$K
+K=3
+phase "warm-up (not to compare)" disk
+K=$_k
 phase scx_express disk
 fair_counters
 phase scx_express clean
