@@ -430,9 +430,15 @@ finish_standins() {
     echo "ok: the stand-ins finished their run (decode $_tokens tokens, agent $_steps steps)"
 }
 
+# bench_disk_jobs: how many fio jobs the bench's disk noise runs in this
+# guest, 2 per vCPU: the noise grows with the guest, as the CPU hogs do
+# (tools/bench/src/guest.sh). Probes that measure what the bench measures
+# export DISK_NOISE_JOBS=$(bench_disk_jobs).
+bench_disk_jobs() { echo $((2 * VMTEST_SMP)); }
+
 # disk_noise SECS FIO_ARGS... &: the bench's disk noise, fio random 4 KiB
-# writes, 4 jobs ($DISK_NOISE_JOBS if set: the bench's guest sets 2 per
-# vCPU) at iodepth 32 through libaio, for SECS s. Always start it
+# writes, 4 jobs ($DISK_NOISE_JOBS if set, e.g. bench_disk_jobs) at
+# iodepth 32 through libaio, for SECS s. Always start it
 # with &: it execs fio, so $! is fio's pid, to wait for or kill. FIO_ARGS
 # name the target and the output (e.g. --filename=$VMTEST_DISK --direct=1);
 # $DISK_NOISE_PREFIX, if set, goes before fio (e.g. "taskset -c 1"). The

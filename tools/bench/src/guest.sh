@@ -63,10 +63,12 @@ nice_cpus=0-$((nice_ncpu - 1))
 # load leaves most of a bigger guest idle, and then no scheduler has
 # anything to decide. iperf3 (3.12 here) runs its client and its server
 # on one thread each, so one client and server pair per two vCPUs (at
-# least one); fio two jobs per vCPU. At 2 vCPUs: one pair, 4 jobs.
+# least one); fio two jobs per vCPU (bench_disk_jobs). At 2 vCPUs: one
+# pair, 4 jobs.
 net_pairs=$((n / 2))
 [ "$net_pairs" -ge 1 ] || net_pairs=1
-export DISK_NOISE_JOBS=$((2 * n))
+DISK_NOISE_JOBS=$(bench_disk_jobs)
+export DISK_NOISE_JOBS
 
 # --- Scheduler ------------------------------------------------------------
 # Another scx_express build for the express boot (`runner.sh --append

@@ -23,7 +23,8 @@
 # shellcheck source=../../../tests/vm/guest-lib.sh
 . /lib/vmtest/guest-lib.sh
 
-export DISK_NOISE_JOBS=$((2 * VMTEST_SMP))
+DISK_NOISE_JOBS=$(bench_disk_jobs)
+export DISK_NOISE_JOBS
 K=${K:-10}
 
 # nvme_irqs: completion IRQs so far, all NVMe queues and CPUs.
@@ -31,11 +32,11 @@ nvme_irqs() {
     awk -v n="$VMTEST_SMP" '/nvme/ { for (i = 2; i <= 1 + n; i++) s += $i } END { print s + 0 }' /proc/interrupts
 }
 
-# newcomers: fork K counting shells, one after another; their means.
+# newcomers N: fork N counting shells, one after another; their means.
 newcomers() {
     rm -f /tmp/ss.txt
     _i=0
-    while [ $_i -lt "$K" ]; do
+    while [ $_i -lt "$1" ]; do
         _i=$((_i + 1))
         # shellcheck disable=SC2016 # the child's shell expands these
         sh -c 'i=0; while [ $i -lt 3000 ]; do i=$((i + 1)); done; cat /proc/self/schedstat' >>/tmp/ss.txt
@@ -50,7 +51,7 @@ fair_counters() {
     log "  $(scx_express stats --flat | grep -E '^(fair_wakeups|fair_waits_over_1ms|wakeup_preempt|fair_starved) ' | tr '\n' ' ')"
 }
 
-# phase NAME disk|clean
+# phase NAME disk|clean [N]: N newcomers (default K).
 phase() {
     _i0=$(nvme_irqs)
     _t0=$(cut -d' ' -f1 /proc/uptime)
@@ -59,7 +60,7 @@ phase() {
         _fio=$!
         sleep 2
     fi
-    _r=$(newcomers)
+    _r=$(newcomers "${3:-$K}")
     _t1=$(cut -d' ' -f1 /proc/uptime)
     _i1=$(nvme_irqs)
     log "$1 $2: $_r; NVMe IRQs/s $(awk -v a="$_i0" -v b="$_i1" -v x="$_t0" -v y="$_t1" 'BEGIN { printf "%.0f", (b - a) / (y - x) }')"
@@ -81,10 +82,7 @@ sleep 1
 # A boot's first scx_express phase ran slowest whatever its config or
 # build (docs/benchmarks.md, "Wakeup preemption: more switches, and an
 # order effect"): one short phase first, not to be compared.
-_k=$K
-K=3
-phase "warm-up (not to compare)" disk
-K=$_k
+phase "warm-up (not to compare)" disk 3
 phase scx_express disk
 fair_counters
 phase scx_express clean
