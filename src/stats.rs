@@ -181,6 +181,8 @@ stat_table! {
         "CPUs held idle for a sleeping express task (classes.*.hold_us)";
     hold_back: Counter Events Source::Lane(lane_stat_idx_LANE_HOLD_BACK), "express_hold_back",
         "Of those, holds whose task came back to the CPU before the hold expired";
+    run_us: Counter Us Source::Lane(lane_stat_idx_LANE_RUN_NS), "express_run_us",
+        "CPU time the class's tasks ran in the express lane (us), counted in max_share";
     held_us: Counter Us Source::Lane(lane_stat_idx_LANE_HELD_NS), "express_held_us",
         "CPU time held idle for the class's sleeping tasks (us), counted in max_share";
     hold_no_quota: Counter Events Source::Lane(lane_stat_idx_LANE_HOLD_NO_QUOTA),

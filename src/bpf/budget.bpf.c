@@ -235,6 +235,7 @@ __hidden void budget_charge(struct task_ctx *tctx, u64 now)
 	tctx->express_since_ns = 0;
 	if (class >= NR_CLASSES)
 		return;
+	lane_stat_add(class, LANE_RUN_NS, used);
 	quota_charge(&class_quota[class], used, false);
 	t = budget_tenant(tctx, class);
 	if (t && t <= MAX_TENANTS)

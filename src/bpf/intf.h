@@ -107,6 +107,7 @@ enum lane_stat_idx {
 	LANE_HOLD_PINNED,    /* work that can run only there ran on a held CPU, the hold kept */
 	LANE_HOLD_LAST_CPU,  /* holds not started: every other CPU was held */
 	LANE_HOLD_LONG,	     /* holds not started: the task's sleeps average over hold_us */
+	LANE_RUN_NS,	     /* CPU time run in the lane (ns), charged to max_share */
 	NR_LANE_STATS,
 };
 
