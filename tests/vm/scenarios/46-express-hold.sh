@@ -5,22 +5,27 @@
 # it, instead of preempting a hog at each wakeup (its tool server, marked
 # too, sleeps too irregularly to earn a window, and gets none): most holds
 # are taken back in time, and wakeups land on the previous CPU, which a
-# busy machine without holds leaves them only by chance. The held time
-# stays within the class's max_share of the machine (running time first).
-# A reload back to the default, hold_whole = true, makes every hold cover
-# its whole sleep; pinned work runs inside a hold without ending it; one
-# CPU is never held, whatever max_share allows; a reload with hold_us
-# shorter than the sleeps starts none (hold_long); and a reload with
-# hold_us = 0 stops the holds live, and the wakeups preempt.
+# busy machine without holds leaves them only by chance. Those phases give
+# the class the whole machine (max_share = 1.0): under TCG the loop and
+# its server spend 0.5-0.9 of a CPU in the kernel's loopback TCP path,
+# more on a slower host, and at the default 0.25 of 2 vCPUs (half a CPU)
+# their running alone can leave no room for a hold. A reload back to the
+# default share checks the quota itself: running plus holding stays
+# within max_share of the machine. A reload to hold_whole = true (the
+# default) makes every hold cover its whole sleep; pinned work runs inside
+# a hold without ending it; one CPU is never held, whatever max_share
+# allows; a reload with hold_us shorter than the sleeps starts none
+# (hold_long); and a reload with hold_us = 0 stops the holds live, and the
+# wakeups preempt.
 # vmtest: smp=2 timeout=240 bins=target/release/scx_express,/usr/bin/stress-ng
 # vmtest: files=workloads/build:/opt/w
 # shellcheck source=../guest-lib.sh
 . /lib/vmtest/guest-lib.sh
 
 CFG=/tmp/cfg.toml
-printf '[classes.agent]\nhold_whole = false\n' >"$CFG"
+printf '[classes.agent]\nhold_whole = false\nmax_share = 1.0\n' >"$CFG"
 start_scx /tmp/scx.log --config "$CFG"
-stress-ng --cpu $(($(nproc) * 4)) --cpu-method fft --timeout 60s >/dev/null 2>&1 &
+stress-ng --cpu $(($(nproc) * 4)) --cpu-method fft --timeout 200s >/dev/null 2>&1 &
 hogs=$!
 sleep 1
 
@@ -71,39 +76,53 @@ echo "ok: held CPUs are taken back ($back of $holds): $prev wakeups on the previ
 # per step, its 20 unmeasured warmup steps included; the refusals counted
 # as irregular are the rule at work. On a busy CI host the loop's burst
 # runs slower, the server's wait grows towards its 2 ms delay and some of
-# its sleeps look regular (CI runs have counted holds up to about a tenth
-# above the steps), so the bound leaves the server up to a quarter of the
-# steps.
+# its sleeps look regular (holds 1.2x the steps with the dev machine's
+# two cores busy besides, 1.3-1.4x with a second VM running there), so the
+# bound leaves the server up to as many holds as steps. Held at each of
+# its two sleeps per step, it would take twice as many as the loop: three
+# per step in all.
 steps=$(line_value /tmp/agent.out steps 1) || fail "the agent printed no step count"
 echo "steps $steps, holds $holds, refused as irregular $irregular"
 [ "$irregular" -ge 100 ] || fail "only $irregular of the tool server's sleeps were refused a hold as irregular"
-[ "$holds" -le $((steps * 5 / 4 + 20)) ] || fail "$holds holds for $steps steps: the tool server was held too"
+[ "$holds" -le $((steps * 2 + 20)) ] || fail "$holds holds for $steps steps: the tool server was held too"
 echo "ok: the irregular tool server earns few holds ($irregular refused; $holds holds for $steps steps)"
 
-# max_share 0.25 of 2 CPUs: at most half a CPU of running plus holding,
-# so holds alone stay under 0.5 x the wall time (5000 of every 10000 us,
-# one cs), plus the quota's bank (50 ms) and a hold per CPU started in a
-# race (budget.bpf.c): 10% over, 5500 us per cs.
-bound=$((t * 5500))
-[ "$held" -le "$bound" ] || fail "held $held us in $t cs: over max_share's bound $bound us"
-echo "ok: held time within max_share ($held <= $bound us)"
+# The quota, at the default max_share (0.25 of 2 vCPUs: half a CPU): the
+# class's running time (run_us) and the CPU time held idle for it
+# (held_us) are drawn from one bucket that refills at max_share x CPUs
+# (budget.bpf.c), so together they stay within that share of the wall
+# time, plus what the buckets held at the start and may go into debt by
+# (one 50 ms period's worth each), a hold (5 ms) per CPU started in a race
+# and one express slice per CPU charged when it ends: 5% over the share,
+# plus 120 ms. Holds outside the quota would add up to half a CPU here
+# (the loop's sleeps), and so would running alone on a slow host.
+reload_agent 1 "$(printf 'hold_whole = false')"
+run=$(delta classes.agent.run_us)
+held=$(delta classes.agent.held_us)
+echo "max_share 0.25: $(hold_summary /tmp/s0 /tmp/s1 agent), ran $run us in $t cs"
+[ "$run" -gt 0 ] || fail "the agent class ran $run us in the lane: nothing to check the quota with"
+bound=$((t * 5250 + 120000))
+[ $((run + held)) -le "$bound" ] || fail "ran $run us and held $held us in $t cs: over max_share's bound $bound us"
+echo "ok: running plus holding within max_share ($run + $held <= $bound us)"
 
-# Reload with the default hold_whole = true: every hold covers its whole
-# sleep, the tool server's included (no sleep refused as irregular). A
-# whole-sleep hold costs its whole sleep, and holds get only what the
-# class's running time leaves of its quota (budget.bpf.c): at 0.25 of 2
-# vCPUs the loop and its server's running leave too little for a count
-# worth checking (50 holds in 3 s once), so this phase gives the class
-# 0.5.
-reload_agent 1 "$(printf 'hold_whole = true\nmax_share = 0.5')"
+# With hold_whole = true (the default) every hold covers its whole sleep,
+# the tool server's included (no sleep refused as irregular). With the
+# whole machine as the class's share, the loop and its server would hold
+# both CPUs at once, every hog and tool waiting: one CPU is never held
+# (hold_last_cpu counts the sleeps refused for it): at 2 vCPUs, each
+# sleep of one of the pair while the other's hold lasts.
+reload_agent 2 "$(printf 'hold_whole = true\nmax_share = 1.0')"
 holds=$(delta classes.agent.holds)
 whole=$(delta classes.agent.hold_whole)
 irregular=$(delta classes.agent.hold_irregular)
-echo "hold_whole: $(hold_summary /tmp/s0 /tmp/s1 agent)"
+last=$(delta classes.agent.hold_last_cpu)
+echo "hold_whole: $(hold_summary /tmp/s0 /tmp/s1 agent), refused as the last CPU $last"
 [ "$holds" -ge 100 ] || fail "only $holds holds with hold_whole"
 [ "$whole" = "$holds" ] || fail "$whole of $holds holds over the whole sleep with hold_whole"
 [ "$irregular" = 0 ] || fail "$irregular sleeps refused as irregular with hold_whole"
 echo "ok: hold_whole by reload holds whole sleeps ($whole), the irregular server's too"
+[ "$last" -ge 100 ] || fail "only $last holds refused as the last unheld CPU: both CPUs held at once?"
+echo "ok: one CPU is never held ($holds holds, $last refused as the last CPU)"
 
 # Work that can run only on a held CPU (a per-CPU kthread's softirqs, here
 # a sleeper pinned to each CPU, waking every 2 ms) runs there inside the
@@ -124,18 +143,6 @@ holds=$(delta classes.agent.holds)
 echo "pinned sleepers: $(hold_summary /tmp/s0 /tmp/s1 agent), pinned runs inside holds $lent"
 [ "$lent" -ge 20 ] || fail "only $lent runs of pinned work inside $holds holds left them in place"
 echo "ok: pinned work runs inside holds without ending them ($lent runs, $holds holds)"
-
-# With the whole machine as the class's share, the loop and its tool
-# server would hold both CPUs at once, every hog and tool waiting: one
-# CPU is never held (hold_last_cpu counts the sleeps refused for it): at
-# 2 vCPUs, each sleep of one of the pair while the other's hold lasts.
-reload_agent 2 "$(printf 'hold_whole = true\nmax_share = 1.0')"
-holds=$(delta classes.agent.holds)
-last=$(delta classes.agent.hold_last_cpu)
-echo "max_share 1.0: $(hold_summary /tmp/s0 /tmp/s1 agent), refused as the last CPU $last"
-[ "$holds" -ge 100 ] || fail "only $holds holds at max_share 1.0"
-[ "$last" -ge 100 ] || fail "only $last holds refused as the last unheld CPU: both CPUs held at once?"
-echo "ok: one CPU is never held ($holds holds, $last refused as the last CPU)"
 
 # A hold shorter than the sleeps: the loop's sleeps (its 2 ms tool call)
 # and its server's (the 2 ms delay alternating with a short wait) average
