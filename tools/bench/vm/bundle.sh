@@ -25,10 +25,14 @@ rm -rf "$dir"
 "$exe" --preset smoke --schedulers eevdf --bundle "$dir" >/dev/null
 # The scenario's own time limit (header or --timeout) bounds each boot.
 timeout=$(sed -n 's/^# vmtest:.*timeout=\([0-9]*\).*/\1/p' "$scenario" | head -n 1)
+# Its scratch disk (header disk= or --disk), which the runner creates.
+disk=$(sed -n 's/^# vmtest:.*[[:space:]]disk=\([0-9][0-9]*[KMG]\{0,1\}\).*/\1/p' "$scenario" | head -n 1)
 for ((i = 1; i <= $#; i++)); do
-    [ "${!i}" = --timeout ] && { j=$((i + 1)); timeout=${!j}; }
+    j=$((i + 1))
+    [ "${!i}" = --timeout ] && timeout=${!j}
+    [ "${!i}" = --disk ] && disk=${!j}
 done
 tests/vm/run.sh "$scenario" --initrd-out "$dir/initrd.xz" "$@" >/dev/null
-sed -i "s/^GUEST_TIMEOUT=.*/GUEST_TIMEOUT=${timeout:-300}/; s/^MEM=.*/MEM=4G/; s/^DISK=.*/DISK=/" "$dir/vm.env"
+sed -i "s/^GUEST_TIMEOUT=.*/GUEST_TIMEOUT=${timeout:-300}/; s/^MEM=.*/MEM=4G/; s/^DISK=.*/DISK=$disk/" "$dir/vm.env"
 rm -rf "$dir/.build"
 echo "bundle.sh: $scenario in $dir ($(du -sm "$dir" | cut -f1) MiB): $dir/runner.sh --smp N --jobs 1 OUT NAME..."

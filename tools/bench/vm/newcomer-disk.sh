@@ -12,7 +12,10 @@
 # scheduler) with the noise, EEVDF with the noise again.
 # Each line also gives the NVMe completion IRQs per second. CONFIGS="F ..."
 # adds a scx_express disk phase per config file F (files put in the guest
-# with run.sh --file), for an A/B of a knob in the same boot.
+# with run.sh --file), for an A/B of a knob in the same boot; with
+# newcomer.first=configs on the kernel command line (runner.sh --append)
+# they run before the default's phases, so that boots can alternate the
+# order.
 #   tests/vm/run.sh tools/bench/vm/newcomer-disk.sh --smp 4
 #   tests/vm/run.sh tools/bench/vm/newcomer-disk.sh --file /tmp/x.toml:/etc/x.toml --env CONFIGS=/etc/x.toml
 #   tools/bench/vm/bundle.sh .nc tools/bench/vm/newcomer-disk.sh    # then, on a bigger host:
@@ -83,17 +86,33 @@ sleep 1
 # build (docs/benchmarks.md, "Wakeup preemption: more switches, and an
 # order effect"): one short phase first, not to be compared.
 phase "warm-up (not to compare)" disk 3
-phase scx_express disk
-fair_counters
-phase scx_express clean
 stop_scx
-for _c in ${CONFIGS:-}; do
-    start_scx /tmp/scx.log --config "$_c"
+# default_phases / config_phases: scx_express with its built-in config,
+# with and without the noise; each CONFIGS file's disk phase.
+default_phases() {
+    start_scx /tmp/scx.log
     sleep 1
-    phase "scx_express --config $_c" disk
+    phase scx_express disk
     fair_counters
+    phase scx_express clean
     stop_scx
-done
+}
+config_phases() {
+    for _c in ${CONFIGS:-}; do
+        start_scx /tmp/scx.log --config "$_c"
+        sleep 1
+        phase "scx_express --config $_c" disk
+        fair_counters
+        stop_scx
+    done
+}
+if [ "$(boot_arg newcomer.first)" = configs ]; then
+    config_phases
+    default_phases
+else
+    default_phases
+    config_phases
+fi
 scx_express trace >/tmp/trace.log 2>&1 &
 _tpid=$!
 sleep 3
