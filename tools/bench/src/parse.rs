@@ -406,6 +406,7 @@ pub const LANE_COUNTERS: &[(&str, &str)] = &[
     ("classes.{c}.waits_over_1ms", "lane_waits_over_1ms"),
     ("classes.{c}.lost_cpu", "lane_lost_cpu"),
     ("classes.{c}.cut_short", "lane_cut_short"),
+    ("classes.{c}.run_us", "lane_run_us"),
     ("classes.{c}.holds", "lane_holds"),
     ("classes.{c}.hold_back", "lane_hold_back"),
     ("classes.{c}.held_us", "lane_held_us"),

@@ -513,6 +513,7 @@ const LANE_COLUMNS: &[(&str, &str)] = &[
     ("lane_waits_over_1ms", "waits > 1 ms"),
     ("lane_lost_cpu", "lost CPU"),
     ("lane_cut_short", "cut short"),
+    ("lane_run_us", "ran in lane (µs)"),
     ("lane_holds", "holds"),
     ("lane_hold_back", "holds taken back"),
     ("lane_held_us", "held (µs)"),
