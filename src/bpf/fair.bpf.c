@@ -398,6 +398,20 @@ static u32 fair_place(struct task_struct *p, struct task_ctx *tctx, bool wakeup,
 
 /* ---- DSQs and CPUs ---- */
 
+/*
+ * Is @cpu taken by an RT task (main.bpf.c, cpu_ctx.rt_held)? A task sent
+ * to its local DSQ would run only in the ext deadline server's 50 ms a
+ * second, behind the tasks pinned there: at 2 vCPUs with one held by a
+ * SCHED_FIFO loop, a starved task moved to it made no progress for 5 s
+ * (VM test 51-rt-hog, about one run in five).
+ */
+static bool cpu_rt_held(s32 cpu)
+{
+	struct cpu_ctx *cc = cpu_ctx_of(cpu);
+
+	return cc && cc->rt_held;
+}
+
 /* Deadline of DSQ @dsq's head on the shared clock, or U64 max if empty. */
 static u64 head_key(u64 dsq)
 {
@@ -527,7 +541,7 @@ __hidden bool fair_keep_preempted(struct task_struct *p, u64 enq_flags)
 	 */
 	claim = cpu_express_claim(cpu);
 	if (claim == CLASS_NORMAL || class_holds(claim) ||
-	    !bpf_cpumask_test_cpu(cpu, p->cpus_ptr) || cpu_held(cpu, NULL))
+	    !bpf_cpumask_test_cpu(cpu, p->cpus_ptr) || cpu_held(cpu, NULL) || cpu_rt_held(cpu))
 		return false;
 	tctx = task_ctx_get(p);
 	/* fair_charge() left what remains of its slice in fair_run_slice_ns. */
@@ -957,8 +971,8 @@ __hidden void fair_stopping(struct task_struct *p, struct task_ctx *tctx, struct
 /*
  * Where starved @p runs: its own CPU, where its cache is, unless that CPU
  * is held for an express task's return (hold.bpf.c), where it would end
- * the hold and the task's wakeup would preempt it: then the next CPU after
- * it that @p may use and is not held. One CPU is never held (hold.bpf.c,
+ * the hold and the task's wakeup would preempt it, or taken by an RT
+ * task: then the next CPU after it that @p may use and is neither. One CPU is never held (hold.bpf.c,
  * hold_max_cpus), so one is found unless @p may use only held CPUs; then
  * its own, the guard coming first. (On a small machine with a large
  * max_share, tens of hogs a run reached held CPUs that way:
@@ -970,11 +984,12 @@ static s32 starved_cpu(struct task_struct *p)
 	u32 nr = scx_bpf_nr_cpu_ids(), i;
 	s32 cpu = scx_bpf_task_cpu(p), c;
 
-	if (!cpu_held(cpu, NULL))
+	if (!cpu_held(cpu, NULL) && !cpu_rt_held(cpu))
 		return cpu;
 	bpf_for(i, 1, nr) {
 		c = (cpu + i) % nr;
-		if (c < MAX_CPUS && bpf_cpumask_test_cpu(c, p->cpus_ptr) && !cpu_held(c, NULL))
+		if (c < MAX_CPUS && bpf_cpumask_test_cpu(c, p->cpus_ptr) && !cpu_held(c, NULL) &&
+		    !cpu_rt_held(c))
 			return c;
 	}
 	return cpu;

@@ -159,6 +159,8 @@ struct cpu_ctx {
 	u32 hold_tenant;	  /* and the tenant (index + 1, 0: none) */
 	s32 hold_pid;		  /* the task it is held for */
 	s32 hold_partner;	  /* the task it last woke synchronously: may run there */
+	u32 rt_held;		  /* an RT task took it (ops.cpu_release) and its last
+				     ops.dispatch() still saw one waiting (main.bpf.c) */
 };
 
 /* Task classes. Every classification source writes one of these. */

@@ -324,7 +324,11 @@ void BPF_STRUCT_OPS(express_dispatch, s32 cpu, struct task_struct *prev)
 	if (fair_user_mode && !usersched_drain())
 		return;
 	bool rt_held = rt_waits_here();
+	struct cpu_ctx *cc = cpu_ctx_of(cpu);
 
+	/* For the guards that pick a CPU for a task (fair.bpf.c). */
+	if (cc)
+		cc->rt_held = rt_held;
 	if (rt_held && scx_bpf_dsq_move_to_local(cpu, 0))
 		return;
 	/*
@@ -393,6 +397,15 @@ s32 BPF_STRUCT_OPS(express_init_task, struct task_struct *p, struct scx_init_tas
  */
 void BPF_STRUCT_OPS(express_cpu_release, s32 cpu, struct scx_cpu_release_args *args)
 {
+	struct cpu_ctx *cc = cpu_ctx_of(cpu);
+
+	/*
+	 * Until a dispatch here finds no RT task waiting, the fair path's
+	 * guards send no task here: one queued on this CPU waits behind
+	 * what else is pinned here for the ext server's 50 ms a second.
+	 */
+	if (cc)
+		cc->rt_held = 1;
 	scx_bpf_reenqueue_local();
 }
 

@@ -237,7 +237,8 @@ static bool preemptible(struct task_struct *p, const struct cpumask *idle, s32 c
 {
 	struct cpu_ctx *cc = cpu_ctx_of(cpu);
 
-	return cc && !cc->curr_express && !cpu_claimed(cc, pk->now) &&
+	/* Not one an RT task took (rt_held): it would wait for the ext server. */
+	return cc && !cc->curr_express && !cc->rt_held && !cpu_claimed(cc, pk->now) &&
 	       bpf_cpumask_test_cpu(cpu, p->cpus_ptr) && !bpf_cpumask_test_cpu(cpu, idle) &&
 	       !(pk->quiet && cpu_irq_hot(cpu, pk->now));
 }
@@ -491,14 +492,23 @@ static s32 pick_behind(struct task_struct *p, s32 prev_cpu)
 	u32 nr = scx_bpf_nr_cpu_ids();
 	s32 cpu, best = -1;
 	u64 best_nr = ~0ULL, q;
+	struct cpu_ctx *cc = cpu_ctx_of(prev_cpu);
 
-	if (bpf_cpumask_test_cpu(prev_cpu, p->cpus_ptr) &&
+	/*
+	 * Not behind an RT task (cpu_ctx.rt_held): an RT-held CPU's local
+	 * DSQ is empty (ops.cpu_release() emptied it), and a task queued
+	 * there would wait for the ext server's 50 ms a second.
+	 */
+	if (bpf_cpumask_test_cpu(prev_cpu, p->cpus_ptr) && cc && !cc->rt_held &&
 	    !scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL_ON | prev_cpu))
 		return prev_cpu;
 	bpf_for(cpu, 0, nr) {
 		if (cpu >= MAX_CPUS)
 			break;
 		if (!bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
+			continue;
+		cc = cpu_ctx_of(cpu);
+		if (!cc || cc->rt_held)
 			continue;
 		q = scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL_ON | cpu);
 		if (q < best_nr) {

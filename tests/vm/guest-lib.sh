@@ -283,6 +283,9 @@ comm = "agent-loop"'
 # and the kernel's sched_ext, stall and OOM lines.
 dump_scx_logs() {
     scx_express ps 2>&1 | head -n 20
+    # The guards that move a task by themselves, since the start.
+    scx_express stats --flat 2>/dev/null | grep -E '^(fair_starved|fair_kept_local|rescued) ' | tr '\n' ' '
+    echo
     if grep -q 'DEBUG DUMP' "$SCX_LOG" 2>/dev/null; then
         sed -n '/DEBUG DUMP/,$p' "$SCX_LOG" | head -n 300
     else
@@ -365,7 +368,10 @@ tracked_progressed() {
             continue
         fi
         if [ "$_a" -le "$_b" ] && alive "$_p"; then
-            fail_logs "$1: $_n (tid $_t) made no progress (CPU ticks $_b -> $_a)"
+            # R: runnable, waiting for a CPU (the scheduler's); S or D:
+            # asleep, waiting on something else; the CPU it last ran on.
+            _st=$(task_stat "/$_p/task/$_t" | awk '{ print $1, "last on CPU", $37 }')
+            fail_logs "$1: $_n (tid $_t) made no progress (CPU ticks $_b -> $_a; state ${_st:-?}, wchan $(cat "/proc/$_p/task/$_t/wchan" 2>/dev/null))"
         fi
         eval "_ct_$_n=$_a"
         _gains="$_gains $_n+$((_a - _b))"
