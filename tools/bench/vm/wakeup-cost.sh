@@ -12,9 +12,17 @@
 #   scale-fair   the same, the launchers marked `normal` (fair path): what
 #                serving them costs the agent. Their probes still fire, and
 #                launch windows reopen for them (the CLI took their class)
-#   cpu4x        both marked, beside 4 stress-ng CPU hogs per vCPU
-# Per run: the local tail's p50/p99 (us) and the think step's CPU time
-# (burst_us: fixed work, so a rise means the vCPU ran code slower). Per
+#   eevdf-cpu4x  no sched_ext scheduler, beside 4 stress-ng CPU hogs per vCPU
+#   cpu4x-fair   scx_express, beside the hogs, agent and server unmarked
+#   cpu4x        both marked, beside the hogs
+#   cpu4x-nohold both marked, beside the hogs, holds off (hold_us = 0;
+#                the built-in config only)
+# Per run: the local tail's p50/p99 (us), the think step's CPU time
+# (burst_us: fixed work, so a rise means the vCPU ran code slower), and
+# the agent loop's whole CPU time per step (loop_us: the think step, its
+# syscalls, and under TCG the emulated cost of being switched in, which
+# the software TLB makes grow with the switches) with its involuntary
+# switches (nivcsw, preemptions by other tasks). Per
 # scx_express phase, with kernel.bpf_stats_enabled: each BPF program's
 # runs on the whole machine (sched_ext callbacks, the IRQ and idle
 # tracepoints, the CUDA uprobes; the hogs' and launchers' too) divided by
@@ -41,7 +49,9 @@ num() { json_num /tmp/agent.out "$1"; }
 agent_run() {
     agent_once "$2" "$DUR"
     echo "wakeup-cost: phase=$1 steps=$(num steps) p50_us=$(num tail_p50_us)" \
-        "p99_us=$(num tail_p99_us) burst_us=$(num burst_cpu_p50_us)"
+        "p99_us=$(num tail_p99_us) burst_us=$(num burst_cpu_p50_us)" \
+        "loop_us=$(awk -v c="$(num agent_cpu_ms)" -v n="$(num steps)" 'BEGIN { printf "%.0f", n ? c * 1000 / n : 0 }')" \
+        "nivcsw=$(num agent_nivcsw)"
     steps=$((steps + $(num steps)))
 }
 
@@ -92,6 +102,19 @@ phase eevdf 0
 launchers "$per_phase"
 phase eevdf-scale 0
 launchers_stop
+# hogs SECONDS: 4 stress-ng CPU hogs per vCPU for SECONDS, pid in $hogs.
+hogs() {
+    stress-ng --cpu $((4 * N)) --cpu-method fft -t "$1" >/dev/null 2>&1 &
+    hogs=$!
+    sleep 1
+}
+hogs_stop() {
+    kill "$hogs" 2>/dev/null
+    wait "$hogs" 2>/dev/null
+}
+hogs "$per_phase"
+phase eevdf-cpu4x 0
+hogs_stop
 start_scx /tmp/sched.log ${SCX_CONFIG:+--config "$SCX_CONFIG"}
 sysctl -qw kernel.bpf_stats_enabled=1
 phase fair 0
@@ -101,9 +124,17 @@ phase scale 1
 for l in $lpids; do scx_express mark --pid "$l" --class normal >/dev/null 2>&1; done
 phase scale-fair 1
 launchers_stop
-stress-ng --cpu $((4 * N)) --cpu-method fft -t $((REPS * (DUR + 3) + 5)) >/dev/null 2>&1 &
-hogs=$!
-sleep 1
+hogs $((3 * per_phase + 20))
+phase cpu4x-fair 0
 phase cpu4x 1
-kill "$hogs" 2>/dev/null
-wait "$hogs" 2>/dev/null
+stop_scx
+# The built-in config with holds off (with SCX_CONFIG, which may have its
+# own [classes.agent], this phase is left out).
+if [ -z "${SCX_CONFIG:-}" ]; then
+    printf '[classes.agent]\nhold_us = 0\n' >/tmp/nohold.toml
+    start_scx /tmp/sched.log --config /tmp/nohold.toml
+    sysctl -qw kernel.bpf_stats_enabled=1
+    phase cpu4x-nohold 1
+    stop_scx
+fi
+hogs_stop
