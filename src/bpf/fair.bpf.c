@@ -972,12 +972,12 @@ __hidden void fair_stopping(struct task_struct *p, struct task_ctx *tctx, struct
  * Where starved @p runs: its own CPU, where its cache is, unless that CPU
  * is held for an express task's return (hold.bpf.c), where it would end
  * the hold and the task's wakeup would preempt it, or taken by an RT
- * task: then the next CPU after it that @p may use and is neither. One CPU is never held (hold.bpf.c,
- * hold_max_cpus), so one is found unless @p may use only held CPUs; then
- * its own, the guard coming first. (On a small machine with a large
- * max_share, tens of hogs a run reached held CPUs that way:
- * docs/benchmarks.md, "Pinned work inside a hold".) A scan only when its
- * CPU is held; with no hold, cpu_held() is one load.
+ * task: then the next CPU after it that @p may use and is neither. One
+ * CPU is never held (hold.bpf.c, hold_max_cpus), so one is found unless
+ * @p may use only held CPUs; then its own, the guard coming first. (On a
+ * small machine with a large max_share, tens of hogs a run reached held
+ * CPUs that way: docs/benchmarks.md, "Pinned work inside a hold".) A scan
+ * only when its CPU is held; with no hold, cpu_held() is one load.
  */
 static s32 starved_cpu(struct task_struct *p)
 {

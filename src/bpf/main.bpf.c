@@ -403,8 +403,10 @@ void BPF_STRUCT_OPS(express_cpu_release, s32 cpu, struct scx_cpu_release_args *a
 	 * Until a dispatch here finds no RT task waiting, the fair path's
 	 * guards send no task here: one queued on this CPU waits behind
 	 * what else is pinned here for the ext server's 50 ms a second.
+	 * Only for RT: a stopper (migration) thread is gone in µs, and a
+	 * deadline task is not what that dispatch checks for.
 	 */
-	if (cc)
+	if (cc && args->reason == SCX_CPU_PREEMPT_RT)
 		cc->rt_held = 1;
 	scx_bpf_reenqueue_local();
 }

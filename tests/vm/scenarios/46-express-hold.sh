@@ -121,7 +121,10 @@ echo "hold_whole: $(hold_summary /tmp/s0 /tmp/s1 agent), refused as the last CPU
 [ "$whole" = "$holds" ] || fail "$whole of $holds holds over the whole sleep with hold_whole"
 [ "$irregular" = 0 ] || fail "$irregular sleeps refused as irregular with hold_whole"
 echo "ok: hold_whole by reload holds whole sleeps ($whole), the irregular server's too"
-[ "$last" -ge 100 ] || fail "only $last holds refused as the last unheld CPU: both CPUs held at once?"
+# The count follows the steps: 131-736 in 3 s with the host's two cores
+# busy or quiet, 63 with it compiling beside the VM (531 steps in 6 s
+# before). Without the rule there would be none.
+[ "$last" -ge 20 ] || fail "only $last holds refused as the last unheld CPU: both CPUs held at once?"
 echo "ok: one CPU is never held ($holds holds, $last refused as the last CPU)"
 
 # Work that can run only on a held CPU (a per-CPU kthread's softirqs, here
