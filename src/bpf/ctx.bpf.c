@@ -48,3 +48,16 @@ __hidden struct cpu_ctx *cpu_ctx_of(s32 cpu)
 
 	return bpf_map_lookup_elem(&cpu_ctxs, &key);
 }
+
+/*
+ * Is @cpu taken by an RT task (cpu_ctx.rt_held, set by ops.cpu_release()
+ * and kept by ops.dispatch(), main.bpf.c)? A task sent to its local DSQ
+ * would run only in the ext deadline server's 50 ms a second, behind the
+ * tasks pinned there (docs/operations.md, "RT hogs").
+ */
+__hidden bool cpu_rt_held(s32 cpu)
+{
+	struct cpu_ctx *cc = cpu_ctx_of(cpu);
+
+	return cc && cc->rt_held;
+}

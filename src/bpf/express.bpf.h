@@ -35,6 +35,7 @@ void lat_record(u32 class, u32 tenant, u64 ns);
 struct task_ctx *task_ctx_get(struct task_struct *p);
 struct task_ctx *task_ctx_create(struct task_struct *p);
 struct cpu_ctx *cpu_ctx_of(s32 cpu);
+bool cpu_rt_held(s32 cpu);
 
 /* ---- Task class (classify.bpf.c) ---- */
 u32 task_class_of(struct task_struct *p);

@@ -398,20 +398,6 @@ static u32 fair_place(struct task_struct *p, struct task_ctx *tctx, bool wakeup,
 
 /* ---- DSQs and CPUs ---- */
 
-/*
- * Is @cpu taken by an RT task (main.bpf.c, cpu_ctx.rt_held)? A task sent
- * to its local DSQ would run only in the ext deadline server's 50 ms a
- * second, behind the tasks pinned there: at 2 vCPUs with one held by a
- * SCHED_FIFO loop, a starved task moved to it made no progress for 5 s
- * (VM test 51-rt-hog, about one run in five).
- */
-static bool cpu_rt_held(s32 cpu)
-{
-	struct cpu_ctx *cc = cpu_ctx_of(cpu);
-
-	return cc && cc->rt_held;
-}
-
 /* Deadline of DSQ @dsq's head on the shared clock, or U64 max if empty. */
 static u64 head_key(u64 dsq)
 {

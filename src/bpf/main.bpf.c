@@ -326,7 +326,7 @@ void BPF_STRUCT_OPS(express_dispatch, s32 cpu, struct task_struct *prev)
 	bool rt_held = rt_waits_here();
 	struct cpu_ctx *cc = cpu_ctx_of(cpu);
 
-	/* For the guards that pick a CPU for a task (fair.bpf.c). */
+	/* For the picks that send a task to a CPU (cpu_rt_held()). */
 	if (cc)
 		cc->rt_held = rt_held;
 	if (rt_held && scx_bpf_dsq_move_to_local(cpu, 0))

@@ -492,23 +492,19 @@ static s32 pick_behind(struct task_struct *p, s32 prev_cpu)
 	u32 nr = scx_bpf_nr_cpu_ids();
 	s32 cpu, best = -1;
 	u64 best_nr = ~0ULL, q;
-	struct cpu_ctx *cc = cpu_ctx_of(prev_cpu);
 
 	/*
-	 * Not behind an RT task (cpu_ctx.rt_held): an RT-held CPU's local
-	 * DSQ is empty (ops.cpu_release() emptied it), and a task queued
-	 * there would wait for the ext server's 50 ms a second.
+	 * Not behind an RT task (cpu_rt_held()): an RT-held CPU's local DSQ
+	 * is empty (ops.cpu_release() emptied it), and a task queued there
+	 * would wait for the ext server's 50 ms a second.
 	 */
-	if (bpf_cpumask_test_cpu(prev_cpu, p->cpus_ptr) && cc && !cc->rt_held &&
+	if (bpf_cpumask_test_cpu(prev_cpu, p->cpus_ptr) && !cpu_rt_held(prev_cpu) &&
 	    !scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL_ON | prev_cpu))
 		return prev_cpu;
 	bpf_for(cpu, 0, nr) {
 		if (cpu >= MAX_CPUS)
 			break;
-		if (!bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
-			continue;
-		cc = cpu_ctx_of(cpu);
-		if (!cc || cc->rt_held)
+		if (!bpf_cpumask_test_cpu(cpu, p->cpus_ptr) || cpu_rt_held(cpu))
 			continue;
 		q = scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL_ON | cpu);
 		if (q < best_nr) {
