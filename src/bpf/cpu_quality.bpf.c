@@ -123,7 +123,9 @@ int BPF_PROG(quality_softirq_exit, unsigned int vec_nr)
 	ns = now - cc->softirq_enter_ns;
 	nested = cc->hardirq_total_ns - cc->hardirq_at_soft_ns;
 	cc->softirq_enter_ns = 0;
-	add_irq_time(cc, now, ns > nested ? ns - nested : 0);
+	ns = ns > nested ? ns - nested : 0;
+	cc->softirq_total_ns += ns;
+	add_irq_time(cc, now, ns);
 	return 0;
 }
 

@@ -108,6 +108,9 @@ enum lane_stat_idx {
 	LANE_HOLD_LAST_CPU,  /* holds not started: every other CPU was held */
 	LANE_HOLD_LONG,	     /* holds not started: the task's sleeps average over hold_us */
 	LANE_RUN_NS,	     /* CPU time run in the lane (ns), charged to max_share */
+	LANE_SLOW_IRQ,	     /* of waits over 1 ms, half or more in IRQs on that CPU */
+	LANE_SLOW_BEHIND,    /* of the others, behind other tasks that ran there first */
+	LANE_SLOW_IDLE,	     /* of the others, the CPU ran nothing: slow to start running */
 	NR_LANE_STATS,
 };
 
@@ -138,6 +141,9 @@ struct cpu_ctx {
 	u64 softirq_enter_ns;	  /* softirq entry time, 0 outside one */
 	u64 hardirq_total_ns;	  /* hard IRQ time ever, to un-nest softirq time */
 	u64 hardirq_at_soft_ns;	  /* hardirq_total_ns at softirq entry */
+	u64 softirq_total_ns;	  /* softirq time ever, hard IRQs nested in it excluded */
+	u64 runs;		  /* task runs started here (ops.running, ops.cpu_release) */
+	u64 stops;		  /* and ended (ops.stopping, ops.cpu_release) */
 	u64 win_start_ns;	  /* start of the current IRQ window */
 	u64 irq_ns_cur;		  /* IRQ time in the current window */
 	u64 irq_ns_prev;	  /* IRQ time in the previous window */
@@ -203,6 +209,9 @@ struct task_ctx {
 	u64 refill_ns;	       /* last refill timestamp */
 	u64 express_since_ns;  /* start of the current express run, 0 if none */
 	u64 express_queued_ns; /* when the pending express dispatch was made */
+	s32 queued_cpu;	       /* the CPU that express dispatch went to */
+	u64 queued_stops;      /* that CPU's cpu_ctx.stops then */
+	u64 queued_irq_ns;     /* and its hard + soft IRQ time then */
 	u64 express_exec_ns;   /* express running time ever, charged or not */
 	u64 fair_woken_ns;     /* fair wakeup handed to userspace at, 0 if none */
 	u64 fair_decided_ns;   /* its decision inserted at, 0 if not yet */

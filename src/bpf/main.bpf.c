@@ -357,6 +357,9 @@ void BPF_STRUCT_OPS(express_running, struct task_struct *p)
 	if (fair_user_mode && tctx && tctx->fair_dispatched)
 		usersched_running(p);
 	express_lane_running(tctx, cc);
+	/* After the lane's look: a slow start counts the runs before its own. */
+	if (cc)
+		cc->runs++;
 }
 
 void BPF_STRUCT_OPS(express_stopping, struct task_struct *p, bool runnable)
@@ -370,6 +373,8 @@ void BPF_STRUCT_OPS(express_stopping, struct task_struct *p, bool runnable)
 	if (!runnable && !fair_user_mode && tctx && cc && cc->curr_express)
 		hold_start(p, tctx, cpu, cc);
 	express_lane_stopping(p, runnable, tctx, cc);
+	if (cc)
+		cc->stops++;
 }
 
 s32 BPF_STRUCT_OPS(express_init_task, struct task_struct *p, struct scx_init_task_args *args)
@@ -408,6 +413,11 @@ void BPF_STRUCT_OPS(express_cpu_release, s32 cpu, struct scx_cpu_release_args *a
 	 */
 	if (cc && args->reason == SCX_CPU_PREEMPT_RT)
 		cc->rt_held = 1;
+	/* A run of another class here, for the lane's account of a slow start. */
+	if (cc) {
+		cc->runs++;
+		cc->stops++;
+	}
 	scx_bpf_reenqueue_local();
 }
 

@@ -515,15 +515,25 @@ static s32 pick_behind(struct task_struct *p, s32 prev_cpu)
 	return best;
 }
 
-/* Dispatch @p to @cpu's local queue now, for @class. */
-static void dispatch_express(struct task_struct *p, struct task_ctx *tctx, u32 class, u64 dsq,
+/*
+ * Dispatch @p now, for @class, to the local queue of @cpu (the CPU that
+ * ops.select_cpu() returns, or in ops.enqueue() the task's own). What
+ * that CPU has run and spent in IRQs so far is noted for
+ * express_lane_running()'s account of a slow start.
+ */
+static void dispatch_express(struct task_struct *p, struct task_ctx *tctx, u32 class, s32 cpu,
 			     u64 enq_flags)
 {
+	struct cpu_ctx *cc = cpu_ctx_of(cpu);
+
 	tctx->express_queued = 1;
 	tctx->express_queued_ns = bpf_ktime_get_ns();
+	tctx->queued_cpu = cpu;
+	tctx->queued_stops = cc ? cc->stops : 0;
+	tctx->queued_irq_ns = cc ? cc->hardirq_total_ns + cc->softirq_total_ns : 0;
 	tctx->lane_class = class;
 	tctx->fair_dispatched = 0;
-	scx_bpf_dsq_insert(p, dsq, express_slice_ns, enq_flags);
+	scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, express_slice_ns, enq_flags);
 	tenant_stat_inc(budget_tenant(tctx, class), TENANT_EXPRESS);
 }
 
@@ -567,7 +577,7 @@ __hidden s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wa
 
 	if (cpu < 0 && !express_quiet_only && (cpu = pick_behind(p, prev_cpu)) >= 0) {
 		/* No kick: the express work there yields at its slice's end. */
-		dispatch_express(p, tctx, class, SCX_DSQ_LOCAL, 0);
+		dispatch_express(p, tctx, class, cpu, 0);
 		lane_stat_inc(class, LANE_BEHIND);
 		return cpu;
 	}
@@ -577,8 +587,7 @@ __hidden s32 express_lane_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wa
 		lane_stat_inc(class, LANE_FALLBACK);
 		return EXPRESS_FAIR;
 	}
-	dispatch_express(p, tctx, class, SCX_DSQ_LOCAL,
-			 pk.where == LANE_PREEMPT ? SCX_ENQ_PREEMPT : 0);
+	dispatch_express(p, tctx, class, cpu, pk.where == LANE_PREEMPT ? SCX_ENQ_PREEMPT : 0);
 	lane_stat_inc(class, pk.where);
 	return cpu;
 }
@@ -626,7 +635,7 @@ __hidden bool express_lane_enqueue(struct task_struct *p, u64 enq_flags)
 			lane_stat_inc(class, wakeup ? LANE_FALLBACK : LANE_SLICE_FALLBACK);
 			return false;
 		}
-		dispatch_express(p, tctx, class, SCX_DSQ_LOCAL, enq_flags);
+		dispatch_express(p, tctx, class, cpu, enq_flags);
 		lane_stat_inc(class, LANE_BEHIND);
 		return true;
 	}
@@ -635,7 +644,7 @@ __hidden bool express_lane_enqueue(struct task_struct *p, u64 enq_flags)
 	/* A slice ran out and express work waits here (step 6): after it. */
 	if (!wakeup && scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL_ON | cpu))
 		flags = 0;
-	dispatch_express(p, tctx, class, SCX_DSQ_LOCAL, enq_flags | flags);
+	dispatch_express(p, tctx, class, cpu, enq_flags | flags);
 	lane_stat_inc(class, wakeup ? LANE_PREEMPT : LANE_REQUEUE);
 	return true;
 }
@@ -676,6 +685,33 @@ static void note_wakeup_latency(struct task_ctx *tctx, u64 now)
 	tctx->wake_ns = 0;
 }
 
+/*
+ * An express dispatch waited @wait (over 1 ms) to run on @cc's CPU, the
+ * one it was sent to. Waits that long are rare (a few per 10,000
+ * dispatches on an idle machine) and the fix depends on why, so say
+ * which: IRQs and softirqs on that CPU took half of it or more (see
+ * irq_hot_pct and express.irq_shield); other tasks ran there first (the
+ * express work it queued behind, an RT task, a kthread); or the CPU ran
+ * nothing at all: it was slow to start running, coming out of a deep
+ * idle state (express.pm_qos_resume_latency_us) or, in a VM, a vCPU the
+ * host did not run. A task found running elsewhere is not counted.
+ */
+static void slow_start(const struct task_ctx *tctx, struct cpu_ctx *cc, u64 wait)
+{
+	u64 irq;
+
+	if (!cc || cpu_ctx_of(tctx->queued_cpu) != cc)
+		return;
+	irq = cc->hardirq_total_ns + cc->softirq_total_ns - tctx->queued_irq_ns;
+	if (2 * irq >= wait)
+		lane_stat_inc(tctx->lane_class, LANE_SLOW_IRQ);
+	/* A run going on at the dispatch, or one started since, is one not ended then. */
+	else if (cc->runs != tctx->queued_stops)
+		lane_stat_inc(tctx->lane_class, LANE_SLOW_BEHIND);
+	else
+		lane_stat_inc(tctx->lane_class, LANE_SLOW_IDLE);
+}
+
 __hidden void express_lane_running(struct task_ctx *tctx, struct cpu_ctx *cc)
 {
 	bool express = tctx && tctx->express_queued;
@@ -700,8 +736,10 @@ __hidden void express_lane_running(struct task_ctx *tctx, struct cpu_ctx *cc)
 	if (time_after(now, tctx->express_queued_ns)) {
 		wait = now - tctx->express_queued_ns;
 		lane_stat_add(tctx->lane_class, LANE_WAIT_NS, wait);
-		if (wait > NSEC_PER_MSEC)
+		if (wait > NSEC_PER_MSEC) {
 			lane_stat_inc(tctx->lane_class, LANE_WAIT_OVER_1MS);
+			slow_start(tctx, cc, wait);
+		}
 	}
 }
 

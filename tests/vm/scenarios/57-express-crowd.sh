@@ -14,6 +14,8 @@
 # does (no ops.select_cpu(): ops.enqueue() keeps each wakeup on its CPU,
 # where the other express tasks run; 93% of the agents' wakeups fell back
 # to the fair path before ops.enqueue() queued them behind too).
+# Each phase also checks the split of the dispatches that waited over
+# 1 ms (slow_irq, slow_behind, slow_idle): pinned, behind tasks.
 # vmtest: smp=2 timeout=300 bins=target/release/scx_express,/usr/bin/stress-ng
 # vmtest: files=workloads/build:/opt/w
 # shellcheck source=../guest-lib.sh
@@ -61,7 +63,15 @@ check() {
     awake=$(snap_delta "/tmp/$1.0" "/tmp/$1.1" classes.agent.wakeups)
     afall=$(snap_delta "/tmp/$1.0" "/tmp/$1.1" classes.agent.fallback)
     aslice=$(snap_delta "/tmp/$1.0" "/tmp/$1.1" classes.agent.slice_fallback)
+    slow=$(snap_delta "/tmp/$1.0" "/tmp/$1.1" classes.gpu.waits_over_1ms classes.agent.waits_over_1ms)
+    sirq=$(snap_delta "/tmp/$1.0" "/tmp/$1.1" classes.gpu.slow_irq classes.agent.slow_irq)
+    sbehind=$(snap_delta "/tmp/$1.0" "/tmp/$1.1" classes.gpu.slow_behind classes.agent.slow_behind)
+    sidle=$(snap_delta "/tmp/$1.0" "/tmp/$1.1" classes.gpu.slow_idle classes.agent.slow_idle)
     echo "$1: express wakeups $wake: cut short $cut, behind $behind; agent: $awake wakeups, $afall to the fair path; $aslice slice ends to the fair path"
+    echo "$1: $slow dispatches waited over 1 ms: $sirq in IRQs, $sbehind behind tasks, $sidle on a CPU that ran nothing"
+    # Each slow wait is counted once by why, at most (not when the task
+    # started on another CPU than it was sent to).
+    [ $((sirq + sbehind + sidle)) -le "$slow" ] || fail "$1: $sirq + $sbehind + $sidle slow waits split, of $slow"
     [ "$wake" -ge 500 ] || fail "$1: only $wake express wakeups in 5 s"
     [ "$behind" -ge 1 ] || fail "$1: no wakeup found its CPUs busy with express work: the test's load is too light"
     # Wakeups only: a slice's end on a CPU just claimed by other express
@@ -76,6 +86,10 @@ check free
 [ $((cut * 50)) -le "$wake" ] || fail "free: $cut of $wake express runs cut short (over 2%): express wakeups preempt each other"
 crowd pinned 1
 check pinned
+# Pinned to one CPU with the hogs, the express tasks wait for each other:
+# the slow waits are behind tasks (2,729 of 2,748 in 5 s; 19 in IRQs).
+[ "$slow" -ge 20 ] || fail "pinned: only $slow express dispatches waited over 1 ms, with three pinned to one CPU"
+[ $((sbehind * 2)) -ge "$slow" ] || fail "pinned: $sbehind of $slow slow waits counted behind tasks"
 echo "ok: express work queued behind express work, free and pinned; $cut of $wake runs cut short when pinned"
 
 stop_scx
