@@ -172,12 +172,12 @@ stat_table! {
         "express_waits_over_1ms",
         "Express dispatches that waited over 1 ms to run";
     slow_irq: Counter Events Source::Lane(lane_stat_idx_LANE_SLOW_IRQ), "express_slow_irq",
-        "Of those, waits spent half or more in IRQs and softirqs on the CPU";
+        "Express dispatches that waited over 1 ms, half of it or more in IRQs and softirqs on their CPU";
     slow_behind: Counter Events Source::Lane(lane_stat_idx_LANE_SLOW_BEHIND),
         "express_slow_behind",
-        "Of those, the others: waits behind other tasks that ran on the CPU first";
+        "Express dispatches that waited over 1 ms (not in IRQs) behind other tasks that ran on their CPU first";
     slow_idle: Counter Events Source::Lane(lane_stat_idx_LANE_SLOW_IDLE), "express_slow_idle",
-        "Of those, the others: the CPU ran nothing, slow to start (idle exit, or a vCPU the host did not run)";
+        "Express dispatches that waited over 1 ms (not in IRQs) on a CPU that ran nothing: slow to start (a deep idle state, or a vCPU the host did not run)";
     lost_cpu: Counter Events Source::Lane(lane_stat_idx_LANE_LOST_CPU), "express_lost_cpu",
         "Express runs that lost the CPU while still runnable";
     cut_short: Counter Events Source::Lane(lane_stat_idx_LANE_CUT_SHORT), "express_cut_short",
