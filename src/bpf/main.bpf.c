@@ -411,10 +411,10 @@ void BPF_STRUCT_OPS(express_cpu_release, s32 cpu, struct scx_cpu_release_args *a
 	 * Only for RT: a stopper (migration) thread is gone in µs, and a
 	 * deadline task is not what that dispatch checks for.
 	 */
-	if (cc && args->reason == SCX_CPU_PREEMPT_RT)
-		cc->rt_held = 1;
-	/* A run of another class here, for the lane's account of a slow start. */
 	if (cc) {
+		if (args->reason == SCX_CPU_PREEMPT_RT)
+			cc->rt_held = 1;
+		/* A run of another class here, for the lane's account of a slow start. */
 		cc->runs++;
 		cc->stops++;
 	}
