@@ -70,8 +70,10 @@ check() {
     echo "$1: express wakeups $wake: cut short $cut, behind $behind; agent: $awake wakeups, $afall to the fair path; $aslice slice ends to the fair path"
     echo "$1: $slow dispatches waited over 1 ms: $sirq in IRQs, $sbehind behind tasks, $sidle on a CPU that ran nothing"
     # Each slow wait is counted once by why, at most (not when the task
-    # started on another CPU than it was sent to).
-    [ $((sirq + sbehind + sidle)) -le "$slow" ] || fail "$1: $sirq + $sbehind + $sidle slow waits split, of $slow"
+    # started on another CPU than it was sent to). A snapshot reads the
+    # counters one by one while a CPU may be between a wait's two
+    # increments: up to one per CPU off (CI saw 2,960 split of 2,959).
+    [ $((sirq + sbehind + sidle)) -le $((slow + $(nproc))) ] || fail "$1: $sirq + $sbehind + $sidle slow waits split, of $slow"
     [ "$wake" -ge 500 ] || fail "$1: only $wake express wakeups in 5 s"
     [ "$behind" -ge 1 ] || fail "$1: no wakeup found its CPUs busy with express work: the test's load is too light"
     # Wakeups only: a slice's end on a CPU just claimed by other express
