@@ -54,11 +54,12 @@ struct request {
 
 static struct {
 	unsigned long long steps, warmup, reply_delay_us, burst_iters, port;
+	unsigned long long long_every, long_delay_us;
 	double duration, warmup_max_s;
 	bool json, cdf, threads, server_only, client_only, tool_exec;
 	const char *go_file, *tool_path, *tool_file;
 } opt = {
-	.warmup = 20, .reply_delay_us = 2000,
+	.warmup = 20, .reply_delay_us = 2000, .long_delay_us = 20000,
 	.burst_iters = 125000,		/* ~200 us at ~1.6 ns/iter */
 };
 
@@ -76,6 +77,10 @@ static void usage(int rc)
 "                       step can take 10-100x its clean time\n"
 "  --reply-delay-us US  tool-server delay per request, sent with each\n"
 "                       request (default 2000)\n"
+"  --long-every N       every Nth tool call takes --long-delay-us instead\n"
+"                       (default 0: none): a slow call (a remote model)\n"
+"                       among short local ones\n"
+"  --long-delay-us US   that call's delay (default 20000)\n"
 "  --burst-iters N      agent CPU burst per step (default 125000, ~200us)\n"
 "  --threads            server as a thread of this process (default: fork)\n"
 "  --server-only        only serve (prints server_port=P); runs until killed\n"
@@ -97,12 +102,14 @@ static void parse_args(int argc, char **argv)
 {
 	enum { O_STEPS = 256, O_DURATION, O_WARMUP, O_DELAY, O_BURST, O_THREADS,
 	       O_SERVER, O_CLIENT, O_PORT, O_JSON, O_CDF, O_GO, O_TOOL,
-	       O_TOOL_PATH, O_TOOL_FILE, O_WARMUP_MAX };
+	       O_TOOL_PATH, O_TOOL_FILE, O_WARMUP_MAX, O_LONG_EVERY, O_LONG_DELAY };
 	static const struct option lopts[] = {
 		{ "steps", 1, 0, O_STEPS }, { "duration", 1, 0, O_DURATION },
 		{ "warmup", 1, 0, O_WARMUP },
 		{ "warmup-max-s", 1, 0, O_WARMUP_MAX },
 		{ "reply-delay-us", 1, 0, O_DELAY },
+		{ "long-every", 1, 0, O_LONG_EVERY },
+		{ "long-delay-us", 1, 0, O_LONG_DELAY },
 		{ "burst-iters", 1, 0, O_BURST },
 		{ "threads", 0, 0, O_THREADS },
 		{ "server-only", 0, 0, O_SERVER },
@@ -126,6 +133,8 @@ static void parse_args(int argc, char **argv)
 			opt.warmup_max_s = parse_double(n, optarg);
 			break;
 		case O_DELAY: opt.reply_delay_us = parse_ull(n, optarg); break;
+		case O_LONG_EVERY: opt.long_every = parse_ull(n, optarg); break;
+		case O_LONG_DELAY: opt.long_delay_us = parse_ull(n, optarg); break;
 		case O_BURST: opt.burst_iters = parse_ull(n, optarg); break;
 		case O_THREADS: opt.threads = true; break;
 		case O_SERVER: opt.server_only = true; break;
@@ -321,6 +330,13 @@ static const char *tool_path(void)
  * write cost comes after the reply (it knows it only then) and is kept
  * for the next step, as the server sends the previous write's.
  */
+/* Step @seq's tool delay (us): --long-every's steps take the long one. */
+static uint64_t delay_of(uint64_t seq)
+{
+	return opt.long_every && seq % opt.long_every == 0 ? opt.long_delay_us :
+							     opt.reply_delay_us;
+}
+
 static bool step_exec(int ep, uint64_t seq, struct step_times *t)
 {
 	static struct write_cost last;
@@ -333,7 +349,7 @@ static bool step_exec(int ep, uint64_t seq, struct step_times *t)
 	pid_t pid;
 
 	snprintf(seq_s, sizeof(seq_s), "%llu", (unsigned long long)seq);
-	snprintf(delay_s, sizeof(delay_s), "%llu", opt.reply_delay_us);
+	snprintf(delay_s, sizeof(delay_s), "%llu", (unsigned long long)delay_of(seq));
 	if (pipe2(p, O_CLOEXEC))
 		die("pipe2");
 	t_send = now_ns();
@@ -370,7 +386,7 @@ static bool step_exec(int ep, uint64_t seq, struct step_times *t)
 /* One agent step; returns false if the server (or tool) went away. */
 static bool step(int fd, int ep, uint64_t seq, struct step_times *t)
 {
-	struct request q = { .seq = seq, .delay_us = opt.reply_delay_us };
+	struct request q = { .seq = seq, .delay_us = delay_of(seq) };
 	struct reply r;
 	uint64_t t_send, t_recv;
 

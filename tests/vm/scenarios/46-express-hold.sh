@@ -14,10 +14,11 @@
 # within max_share of the machine. A reload to hold_whole = true (the
 # default) makes every hold cover its whole sleep; pinned work runs inside
 # a hold without ending it; one CPU is never held, whatever max_share
-# allows; a reload with hold_us shorter than the sleeps starts none
+# allows; a long tool call among short ones leaves the short ones their
+# holds; a reload with hold_us shorter than the sleeps starts none
 # (hold_long); and a reload with hold_us = 0 stops the holds live, and the
 # wakeups preempt.
-# vmtest: smp=2 timeout=240 bins=target/release/scx_express,/usr/bin/stress-ng
+# vmtest: smp=2 timeout=300 bins=target/release/scx_express,/usr/bin/stress-ng
 # vmtest: files=workloads/build:/opt/w
 # shellcheck source=../guest-lib.sh
 . /lib/vmtest/guest-lib.sh
@@ -29,11 +30,14 @@ stress-ng --cpu $(($(nproc) * 4)) --cpu-method fft --timeout 200s >/dev/null 2>&
 hogs=$!
 sleep 1
 
-# agent_run SECONDS: the agent stand-in with its loop and server marked;
-# stats snapshots in /tmp/s0 and /tmp/s1 around it, its wall time (cs) in $t.
+# agent_run SECONDS [ARGS...]: the agent stand-in (with ARGS) with its loop
+# and server marked; stats snapshots in /tmp/s0 and /tmp/s1 around it, its
+# wall time (cs) in $t.
 agent_run() {
     rm -f /tmp/go /tmp/agent.out
-    /opt/w/agent --duration "$1" --go-file /tmp/go >/tmp/agent.out 2>&1 &
+    _secs=$1
+    shift
+    /opt/w/agent --duration "$_secs" --go-file /tmp/go "$@" >/tmp/agent.out 2>&1 &
     ag=$!
     mark_agent_ids /tmp/agent.out
     stats_snapshot /tmp/s0
@@ -47,13 +51,14 @@ agent_run() {
 }
 # reloads N: the log shows N reloads of $CFG.
 reloads() { [ "$(grep -c "reloaded $CFG" /tmp/scx.log)" -ge "$1" ]; }
-# reload_agent N TOML: write [classes.agent] TOML as the config, reload
-# (the Nth reload), then run the agent for 3 s.
+# reload_agent N TOML [ARGS...]: write [classes.agent] TOML as the config,
+# reload (the Nth reload), then run the agent (with ARGS) for 3 s.
 reload_agent() {
     printf '[classes.agent]\n%s\n' "$2" >"$CFG"
     kill -HUP "$SCX_PID"
     wait_until 10 reloads "$1" || { cat /tmp/scx.log; fail "reload $1 ($2) not logged"; }
-    agent_run 3
+    shift 2
+    agent_run 3 "$@"
 }
 # delta KEY: KEY's increase between /tmp/s0 and /tmp/s1.
 delta() { snap_delta /tmp/s0 /tmp/s1 "$1"; }
@@ -147,10 +152,29 @@ echo "pinned sleepers: $(hold_summary /tmp/s0 /tmp/s1 agent), pinned runs inside
 [ "$lent" -ge 20 ] || fail "only $lent runs of pinned work inside $holds holds left them in place"
 echo "ok: pinned work runs inside holds without ending them ($lent runs, $holds holds)"
 
+# A long tool call among short ones (every 10th takes 100 ms, the others
+# 2 ms), with hold_us at its 20 ms maximum, far above the short sleeps
+# (2-6 ms here, the server's wakeups slowed by the hogs): a sleep counts
+# in the average only up to twice the average (hold_note_wake()), so the
+# long one does not lift the loop's or the server's average over hold_us
+# and the short sleeps after it keep their holds. Counted at full length,
+# each long call lifted both averages over 20 ms and refused the next two
+# sleeps of each (hold_long): 4 per long call.
+reload_agent 3 "$(printf 'hold_whole = true\nmax_share = 1.0\nhold_us = 20000')" \
+    --long-every 10 --long-delay-us 100000
+steps=$(line_value /tmp/agent.out steps 1) || fail "the agent printed no step count"
+long=$(delta classes.agent.hold_long)
+holds=$(delta classes.agent.holds)
+echo "long calls: $(hold_summary /tmp/s0 /tmp/s1 agent), $steps steps, refused as too long $long"
+[ "$holds" -ge 100 ] || fail "only $holds holds with a long call every 10 steps"
+[ "$long" -le $((steps / 20 + 2)) ] ||
+    fail "$long sleeps refused as too long in $steps steps, one long call in 10: a long sleep lifted the average"
+echo "ok: a long call does not cost the short ones their holds ($long refused in $steps steps)"
+
 # A hold shorter than the sleeps: the loop's sleeps (its 2 ms tool call)
 # and its server's (the 2 ms delay alternating with a short wait) average
 # over 500 us, so no hold starts, and hold_long counts each refusal.
-reload_agent 3 'hold_us = 500'
+reload_agent 4 'hold_us = 500'
 holds=$(delta classes.agent.holds)
 long=$(delta classes.agent.hold_long)
 echo "hold_us 500: $(hold_summary /tmp/s0 /tmp/s1 agent), refused as too long $long"
@@ -159,7 +183,7 @@ echo "hold_us 500: $(hold_summary /tmp/s0 /tmp/s1 agent), refused as too long $l
 echo "ok: sleeps longer than hold_us get no hold ($long counted as hold_long, $holds holds)"
 
 # Reload with holds off: they stop at once.
-reload_agent 4 'hold_us = 0'
+reload_agent 5 'hold_us = 0'
 holds=$(delta classes.agent.holds)
 prev=$(delta classes.agent.prev)
 pre=$(delta classes.agent.preempt)

@@ -92,7 +92,7 @@ lane_line() {
     _l=''
     for k in wakeups prev llc any preempt preempt_waker behind fallback slice_fallback \
         no_tokens class_cap holds hold_back hold_early hold_taken hold_spare hold_whole \
-        hold_irregular hold_no_quota hold_partner hold_pinned \
+        hold_irregular hold_no_quota hold_partner hold_pinned hold_long hold_last_cpu \
         held_us wait_us waits_over_1ms lost_cpu cut_short; do
         _l="$_l $k=$(snap_delta /tmp/lane.0 /tmp/lane.1 "classes.agent.$k")"
     done
