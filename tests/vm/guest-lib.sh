@@ -501,7 +501,9 @@ mark_agent_ids() {
 # (/opt/w/agent) measuring SECS s after its warmup (200 steps, at most
 # 2 s), its output in /tmp/agent.out, run under PREFIX (e.g. taskset -c 0)
 # if given. MARK: 1 marks its loop and tool server `agent` before the
-# first step (mark_agent_ids), 0 marks nothing.
+# first step (mark_agent_ids), 0 marks nothing. AGENT_GO_HOOK, if set,
+# runs just before the first step (e.g. a stats snapshot that leaves out
+# the marking and the agent's 5 ms polls for the go file).
 agent_once() {
     _mark=$1 _secs=$2
     shift 2
@@ -511,6 +513,7 @@ agent_once() {
     _ap=$!
     wait_until 20 grep -qs '^agent_tid=' /tmp/agent.out || fail "the agent did not start"
     [ "$_mark" != 1 ] || mark_agent_ids /tmp/agent.out
+    [ -z "${AGENT_GO_HOOK:-}" ] || $AGENT_GO_HOOK
     touch /tmp/go
     wait "$_ap" || fail "the agent exited $?"
 }

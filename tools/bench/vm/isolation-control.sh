@@ -19,6 +19,12 @@
 # scx_express), that build attached, loop and server marked `agent`:
 #   express-clean, express-cpu4x  (unpinned, as the bench)
 #   express-away  (pinned as hogs-away: the lane given the ideal placement)
+# and, with SPLIT=1, the ideal placement's two halves, to tell which one
+# the lane's cpu4x cell misses:
+#   express-agent-on-a  agent and server pinned to A, hogs anywhere (the
+#                       lane must keep the hogs off A itself: holds)
+#   express-hogs-on-b   agent and server anywhere, hogs pinned to B (the
+#                       hogs' affinity keeps A free, the agent may roam)
 # (VARIANT-clean, ... for a variant other than scx_express)
 # A variant is a binary's name (one added with bundle.sh's --bin runs in
 # place of scx_express) with an optional @nohold (classes.agent.hold_us = 0),
@@ -34,6 +40,8 @@
 #   tools/bench/vm/bundle.sh .ic tools/bench/vm/isolation-control.sh --env REPS=3
 #   .ic/runner.sh --smp 8 --jobs 1 OUT b1                            # GPU host
 #   ... --env VARIANTS=scx_express,scx_express@nohold                # holds off too
+#   ... --env SPLIT=1                                                # the two halves
+#   ... --env EEVDF=0                              # the express phases only
 # vmtest: smp=2 timeout=900 bins=target/release/scx_express,/usr/bin/stress-ng
 # vmtest: files=workloads/build:/opt/w
 # shellcheck source=../../../tests/vm/guest-lib.sh
@@ -42,6 +50,8 @@
 REPS=${REPS:-3}
 DUR=${DUR:-5}
 VARIANTS=${VARIANTS:-scx_express}
+SPLIT=${SPLIT:-0}
+EEVDF=${EEVDF:-1}
 N=$VMTEST_SMP
 na=$((N / 4))
 [ "$na" -ge 1 ] || na=1
@@ -73,7 +83,12 @@ run() {
     [ "$3" = - ] || hogs "$3"
     cpus=$2
     [ -n "$cpus" ] || cpus="0-$((N - 1))"
-    [ "$4" != 1 ] || stats_snapshot /tmp/lane.0
+    # The lane counters from the first step (the warmup's included), not
+    # from the marking: the agent polls for its go file every 5 ms, sleeps
+    # too long for a hold, and under cpu4x a slow marking made those polls
+    # most of the phase's preemptions.
+    AGENT_GO_HOOK=''
+    [ "$4" != 1 ] || AGENT_GO_HOOK='stats_snapshot /tmp/lane.0'
     agent_once "$4" "$DUR" taskset -c "$cpus"
     echo "isolation: phase=$1 steps=$(num steps) p50_us=$(num tail_p50_us)" \
         "p99_us=$(num tail_p99_us) burst_us=$(num burst_cpu_p50_us)" \
@@ -101,6 +116,7 @@ lane_line() {
 
 log "isolation: $N vCPUs, agent CPUs A=$A, hog CPUs B=$B, $REPS rounds of $DUR s"
 r=0
+[ "$EEVDF" = 1 ] || r=$REPS
 while [ "$r" -lt "$REPS" ]; do
     run clean '' - 0
     run clean-pinned "$A" - 0
@@ -130,6 +146,10 @@ for variant in $(echo "$VARIANTS" | tr , " "); do
         run "$tag-clean" '' - 1
         run "$tag-cpu4x" '' '' 1
         run "$tag-away" "$A" "$B" 1
+        if [ "$SPLIT" = 1 ]; then
+            run "$tag-agent-on-a" "$A" '' 1
+            run "$tag-hogs-on-b" '' "$B" 1
+        fi
         r=$((r + 1))
     done
     stop_scx
