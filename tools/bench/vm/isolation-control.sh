@@ -84,9 +84,11 @@ run() {
     cpus=$2
     [ -n "$cpus" ] || cpus="0-$((N - 1))"
     # The lane counters from the first step (the warmup's included), not
-    # from the marking: the agent polls for its go file every 5 ms, sleeps
-    # too long for a hold, and under cpu4x a slow marking made those polls
-    # most of the phase's preemptions.
+    # from the marking: the agent polls for its go file every 5 ms, each
+    # poll a sleep too long for a hold (hold_long) whose wakeup preempts
+    # a hog under cpu4x. The daemon refreshes its stats once a second, so
+    # the polls of the last second before the first step still count:
+    # preempt - hold_long is about what the steps themselves preempted.
     AGENT_GO_HOOK=''
     [ "$4" != 1 ] || AGENT_GO_HOOK='stats_snapshot /tmp/lane.0'
     agent_once "$4" "$DUR" taskset -c "$cpus"
