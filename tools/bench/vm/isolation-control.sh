@@ -25,6 +25,9 @@
 #                       lane must keep the hogs off A itself: holds)
 #   express-hogs-on-b   agent and server anywhere, hogs pinned to B (the
 #                       hogs' affinity keeps A free, the agent may roam)
+# and, with MIRROR=1, the ideal placement on the last CPUs instead of the
+# first (does it matter which vCPUs the agent has?):
+#   express-away-last   agent and server on the last quarter, hogs on the rest
 # (VARIANT-clean, ... for a variant other than scx_express)
 # A variant is a binary's name (one added with bundle.sh's --bin runs in
 # place of scx_express) with an optional @nohold (classes.agent.hold_us = 0),
@@ -42,6 +45,7 @@
 #   ... --env VARIANTS=scx_express,scx_express@nohold                # holds off too
 #   ... --env SPLIT=1                                                # the two halves
 #   ... --env EEVDF=0                              # the express phases only
+#   ... --env MIRROR=1                             # the ideal placement mirrored
 # vmtest: smp=2 timeout=900 bins=target/release/scx_express,/usr/bin/stress-ng
 # vmtest: files=workloads/build:/opt/w
 # shellcheck source=../../../tests/vm/guest-lib.sh
@@ -52,11 +56,14 @@ DUR=${DUR:-5}
 VARIANTS=${VARIANTS:-scx_express}
 SPLIT=${SPLIT:-0}
 EEVDF=${EEVDF:-1}
+MIRROR=${MIRROR:-0}
 N=$VMTEST_SMP
 na=$((N / 4))
 [ "$na" -ge 1 ] || na=1
 A="0-$((na - 1))"
 B="$na-$((N - 1))"
+A_LAST="$((N - na))-$((N - 1))"
+B_LAST="0-$((N - na - 1))"
 [ "$N" -gt 1 ] || fail "needs 2 vCPUs or more (the hogs need CPUs of their own)"
 
 # num KEY: KEY's number in the agent's JSON (guest-lib's json_num).
@@ -152,6 +159,7 @@ for variant in $(echo "$VARIANTS" | tr , " "); do
             run "$tag-agent-on-a" "$A" '' 1
             run "$tag-hogs-on-b" '' "$B" 1
         fi
+        [ "$MIRROR" != 1 ] || run "$tag-away-last" "$A_LAST" "$B_LAST" 1
         r=$((r + 1))
     done
     stop_scx
