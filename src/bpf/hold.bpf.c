@@ -147,13 +147,13 @@ __hidden void hold_note_wake(struct task_ctx *tctx, u64 now)
 	 * local ones, a host preemption under TCG) averaged 6.5 ms after it,
 	 * over hold_us = 5 ms, and its next four sleeps got no hold
 	 * (hold_long): each of their wakeups preempted a normal task (VM test
-	 * 46: a 100 ms call in every ten refused 79 holds in 196 steps, 7
-	 * capped). Capped, the average grows at most 1.25x a sleep, so a task
-	 * whose sleeps really lengthen past hold_us still stops earning holds
-	 * within about four sleeps (each hold then expires, within the class
-	 * quota). The deviation is capped with it: one long sleep would
-	 * otherwise make a steady sleeper look irregular (hold_start()) for
-	 * the next ten sleeps.
+	 * 46 checks it with a slow call in every ten; measured in
+	 * docs/benchmarks.md, "Issue 18 at 7ec1fee"). Capped, the average
+	 * grows at most 1.25x a sleep, so a task whose sleeps really lengthen
+	 * past hold_us still stops earning holds within about four sleeps
+	 * (each hold then expires, within the class quota). The deviation is
+	 * capped with it: one long sleep would otherwise make a steady sleeper
+	 * look irregular (hold_start()) for the next ten sleeps.
 	 */
 	if (slept > 2 * avg)
 		slept = 2 * avg;

@@ -502,8 +502,9 @@ mark_agent_ids() {
 # 2 s), its output in /tmp/agent.out, run under PREFIX (e.g. taskset -c 0)
 # if given. MARK: 1 marks its loop and tool server `agent` before the
 # first step (mark_agent_ids), 0 marks nothing. AGENT_GO_HOOK, if set,
-# runs just before the first step (e.g. a stats snapshot that leaves out
-# the marking and the agent's 5 ms polls for the go file).
+# runs just before the first step (e.g. a stats snapshot taken after the
+# marking; the daemon refreshes its stats once a second, so the agent's
+# 5 ms polls for the go file in that last second still count).
 agent_once() {
     _mark=$1 _secs=$2
     shift 2
