@@ -40,6 +40,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
@@ -275,17 +276,25 @@ struct step_times {
 	 * not scheduling delay.
 	 */
 	uint64_t burst;
+	/*
+	 * The local tail in two: the server's send to epoll_wait's return in
+	 * the agent (the send path, the wakeup, the switch to the agent), and
+	 * from there to the reply read (the agent's own return and read()).
+	 */
+	uint64_t ready, recv;
 	struct write_cost prev_write;	/* the server's write of the step before */
 	uint64_t spawn;			/* --tool exec: fork to the reply's send */
 };
 
 /* The think step after a reply read at t_recv. */
-static void think(uint64_t seq, uint64_t t_send, uint64_t t_recv,
+static void think(uint64_t seq, uint64_t t_send, uint64_t t_ready, uint64_t t_recv,
 		  const struct reply *r, struct step_times *t)
 {
 	uint64_t cpu0;
 
 	t->tail = t_recv > r->send_ns ? t_recv - r->send_ns : 0;
+	t->ready = t_ready > r->send_ns ? t_ready - r->send_ns : 0;
+	t->recv = t_recv - t_ready;
 	t->rtt = t_recv - t_send;
 	t->prev_write = r->prev_write;
 	cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
@@ -342,7 +351,7 @@ static bool step_exec(int ep, uint64_t seq, struct step_times *t)
 	static struct write_cost last;
 	struct epoll_event ev = { .events = EPOLLIN };
 	char seq_s[32], delay_s[32];
-	uint64_t t_send, t_recv;
+	uint64_t t_send, t_ready, t_recv;
 	struct write_cost w;
 	struct reply r;
 	int p[2], st;
@@ -368,11 +377,12 @@ static bool step_exec(int ep, uint64_t seq, struct step_times *t)
 	if (epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev))
 		die("epoll_ctl");
 	wait_readable(ep);
+	t_ready = now_ns();
 	if (!read_full(p[0], &r, sizeof(r)) || r.seq != seq)
 		return false;
 	t_recv = now_ns();
 	r.prev_write = last;
-	think(seq, t_send, t_recv, &r, t);
+	think(seq, t_send, t_ready, t_recv, &r, t);
 	t->spawn = r.send_ns > t_send ? r.send_ns - t_send : 0;
 	if (!read_full(p[0], &w, sizeof(w)))
 		return false;
@@ -388,7 +398,7 @@ static bool step(int fd, int ep, uint64_t seq, struct step_times *t)
 {
 	struct request q = { .seq = seq, .delay_us = delay_of(seq) };
 	struct reply r;
-	uint64_t t_send, t_recv;
+	uint64_t t_send, t_ready, t_recv;
 
 	if (opt.tool_exec)
 		return step_exec(ep, seq, t);
@@ -396,10 +406,11 @@ static bool step(int fd, int ep, uint64_t seq, struct step_times *t)
 	if (!write_full(fd, &q, sizeof(q)))
 		return false;
 	wait_readable(ep);
+	t_ready = now_ns();
 	if (!read_full(fd, &r, sizeof(r)) || r.seq != seq)
 		return false;
 	t_recv = now_ns();
-	think(seq, t_send, t_recv, &r, t);
+	think(seq, t_send, t_ready, t_recv, &r, t);
 	return true;
 }
 
@@ -414,10 +425,74 @@ struct slow {
 	size_t server_blocked, server_preempted;	/* switched out in it */
 };
 
+/*
+ * Where the local tail went, by means (they add up): the two halves of
+ * step_times, and the run delay (runnable, not running) the kernel's
+ * schedstats give the loop and the server over the measured steps.
+ */
+struct split {
+	struct samples ready, recv;
+	uint64_t agent_delay_ns, server_delay_ns;
+};
+
+/*
+ * Run delay of task @tid of @pid (ns, /proc/.../schedstat's second
+ * field), or with @tid 0 the sum over @pid's tasks; 0 if unreadable
+ * (no schedstats in this kernel).
+ */
+static uint64_t run_delay_ns(pid_t pid, pid_t tid)
+{
+	char path[64];
+	unsigned long long cpu, delay;
+	uint64_t sum = 0;
+	struct dirent *d;
+	DIR *dir;
+	FILE *f;
+
+	if (tid) {
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid, (int)tid);
+		f = fopen(path, "r");
+		if (f && fscanf(f, "%llu %llu", &cpu, &delay) == 2)
+			sum = delay;
+		if (f)
+			fclose(f);
+		return sum;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	dir = opendir(path);
+	if (!dir)
+		return 0;
+	while ((d = readdir(dir)))
+		if (d->d_name[0] != '.')
+			sum += run_delay_ns(pid, (pid_t)atoi(d->d_name));
+	closedir(dir);
+	return sum;
+}
+
+static void report_split(const struct split *sp, const struct samples *wr, size_t steps)
+{
+	double n = steps ? (double)steps : 1;
+
+	printf(opt.json ? ",\"tail_ready_p50_us\":%.1f,\"tail_ready_mean_us\":%.1f,"
+			  "\"tail_recv_p50_us\":%.1f,\"tail_recv_mean_us\":%.1f,"
+			  "\"server_write_mean_us\":%.1f,"
+			  "\"agent_run_delay_per_step_us\":%.1f,"
+			  "\"server_run_delay_per_step_us\":%.1f" :
+			  "tail_ready_p50_us=%.1f\ntail_ready_mean_us=%.1f\n"
+			  "tail_recv_p50_us=%.1f\ntail_recv_mean_us=%.1f\n"
+			  "server_write_mean_us=%.1f\n"
+			  "agent_run_delay_per_step_us=%.1f\n"
+			  "server_run_delay_per_step_us=%.1f\n",
+	       samples_pct_us(&sp->ready, 0.50), samples_mean_us(&sp->ready),
+	       samples_pct_us(&sp->recv, 0.50), samples_mean_us(&sp->recv),
+	       samples_mean_us(wr), sp->agent_delay_ns / n / 1e3,
+	       sp->server_delay_ns / n / 1e3);
+}
+
 static void report(const struct samples *tail, const struct samples *rtt,
 		   const struct samples *burst, const struct samples *wr,
 		   const struct samples *spawn, const struct slow *slow, double secs, pid_t tid, const struct rusage *r0,
-		   const struct rusage *r1)
+		   const struct rusage *r1, const struct split *sp)
 {
 	double sps = secs > 0 ? tail->n / secs : 0;
 	long nvcsw = r1->ru_nvcsw - r0->ru_nvcsw;
@@ -466,6 +541,7 @@ static void report(const struct samples *tail, const struct samples *rtt,
 				  "tool=exec\ntool_spawn_p50_us=%.1f\n"
 				  "tool_spawn_p99_us=%.1f\n",
 		       samples_pct_us(spawn, 0.50), samples_pct_us(spawn, 0.99));
+	report_split(sp, wr, tail->n);
 	if (opt.json) {
 		if (opt.cdf) {
 			/* Denser towards the tail, where schedulers differ. */
@@ -493,6 +569,8 @@ static void *agent_main(void *arg)
 	struct epoll_event ev = { .events = EPOLLIN };
 	struct samples tail = { 0 }, rtt = { 0 }, burst = { 0 }, wr = { 0 };
 	struct samples spawn = { 0 };
+	struct split split = { 0 };
+	uint64_t delay0 = 0, sdelay0 = 0;
 	struct slow slow = { 0 };
 	struct step_times st;
 	struct rusage r0, r1;
@@ -523,6 +601,8 @@ static void *agent_main(void *arg)
 	}
 
 	getrusage(RUSAGE_THREAD, &r0);
+	delay0 = run_delay_ns(getpid(), tid);
+	sdelay0 = server_pid > 0 ? run_delay_ns(server_pid, 0) : 0;
 	t0 = now_ns();
 	end_ns = opt.duration > 0 ? t0 + (uint64_t)(opt.duration * 1e9) : 0;
 	for (;;) {
@@ -531,6 +611,8 @@ static void *agent_main(void *arg)
 		samples_add(&tail, st.tail);
 		samples_add(&rtt, st.rtt);
 		samples_add(&burst, st.burst);
+		samples_add(&split.ready, st.ready);
+		samples_add(&split.recv, st.recv);
 		if (opt.tool_exec)
 			samples_add(&spawn, st.spawn);
 		/* This reply says how long the last one's write took. */
@@ -552,18 +634,24 @@ static void *agent_main(void *arg)
 	}
 	t1 = now_ns();
 	getrusage(RUSAGE_THREAD, &r1);
+	split.agent_delay_ns = run_delay_ns(getpid(), tid) - delay0;
+	split.server_delay_ns = server_pid > 0 ? run_delay_ns(server_pid, 0) - sdelay0 : 0;
 
 	samples_sort(&tail);
 	samples_sort(&rtt);
 	samples_sort(&burst);
 	samples_sort(&wr);
 	samples_sort(&spawn);
-	report(&tail, &rtt, &burst, &wr, &spawn, &slow, (t1 - t0) / 1e9, tid, &r0, &r1);
+	samples_sort(&split.ready);
+	samples_sort(&split.recv);
+	report(&tail, &rtt, &burst, &wr, &spawn, &slow, (t1 - t0) / 1e9, tid, &r0, &r1, &split);
 	free(tail.v);
 	free(rtt.v);
 	free(burst.v);
 	free(wr.v);
 	free(spawn.v);
+	free(split.ready.v);
+	free(split.recv.v);
 	close(ep);
 	return NULL;
 lost:

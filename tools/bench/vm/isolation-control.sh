@@ -36,6 +36,8 @@
 # One line per run: p50/p99 of the local tail (us), the think step's CPU
 # time (burst_us: fixed work, so a rise means the vCPU ran code slower),
 # and of the steps over 1 ms those where the server's write took over half;
+# a split: line with the tail's parts by means (send to the loop's
+# epoll_wait return, then to its read; the server's write; run delays);
 # for an express run, the agent class's lane counters over it (where its
 # wakeups landed, its holds, its waits).
 #
@@ -102,6 +104,15 @@ run() {
     echo "isolation: phase=$1 steps=$(num steps) p50_us=$(num tail_p50_us)" \
         "p99_us=$(num tail_p99_us) burst_us=$(num burst_cpu_p50_us)" \
         "over_1ms=$(num tail_over_1ms) over_1ms_server=$(num tail_over_1ms_server)"
+    # The local tail by means (they add up): the server's send to the
+    # loop's epoll_wait return (ready), from there to its read done
+    # (recv); the server's whole write; each side's run delay per step
+    # (schedstats: runnable, not running).
+    echo "split: phase=$1 mean_us=$(num tail_mean_us) ready_p50_us=$(num tail_ready_p50_us)" \
+        "ready_mean_us=$(num tail_ready_mean_us) recv_p50_us=$(num tail_recv_p50_us)" \
+        "recv_mean_us=$(num tail_recv_mean_us) write_p50_us=$(num server_write_p50_us)" \
+        "write_mean_us=$(num server_write_mean_us) agent_delay_us=$(num agent_run_delay_per_step_us)" \
+        "server_delay_us=$(num server_run_delay_per_step_us) agent_nivcsw=$(num agent_nivcsw)"
     [ "$4" != 1 ] || lane_line "$1"
     if [ -n "$hp" ]; then
         kill "$hp" 2>/dev/null
