@@ -433,6 +433,9 @@ struct slow {
 struct split {
 	struct samples ready, recv;
 	uint64_t agent_delay_ns, server_delay_ns;
+	/* Migrations over the steps (-1: unknown), and the CPUs at the end. */
+	long agent_migr, server_migr;
+	int agent_cpu, server_cpu;
 };
 
 /*
@@ -469,6 +472,77 @@ static uint64_t run_delay_ns(pid_t pid, pid_t tid)
 	return sum;
 }
 
+/*
+ * The tool server's thread of @pid ("tool-server"): its tid, or 0.
+ */
+static pid_t server_tid(pid_t pid)
+{
+	char path[320], comm[32] = "";
+	struct dirent *d;
+	pid_t tid = 0;
+	DIR *dir;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	dir = opendir(path);
+	if (!dir)
+		return 0;
+	while (!tid && (d = readdir(dir))) {
+		if (d->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", (int)pid, d->d_name);
+		f = fopen(path, "r");
+		if (f && fgets(comm, sizeof(comm), f) && !strncmp(comm, "tool-server", 11))
+			tid = (pid_t)atoi(d->d_name);
+		if (f)
+			fclose(f);
+	}
+	closedir(dir);
+	return tid;
+}
+
+/* se.nr_migrations of @tid in @pid (/proc/.../sched), -1 if unreadable. */
+static long migrations(pid_t pid, pid_t tid)
+{
+	char path[64], line[256];
+	long n = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/sched", (int)pid, (int)tid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "se.nr_migrations", 16) && strchr(line, ':'))
+			n = atol(strchr(line, ':') + 1);
+	fclose(f);
+	return n;
+}
+
+/* The CPU @tid of @pid last ran on (/proc/.../stat field 39), -1 if unknown. */
+static int last_cpu(pid_t pid, pid_t tid)
+{
+	char path[64], buf[1024], *p;
+	int field = 2, cpu = -1;
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	for (; p && *p; p++)
+		if (*p == ' ' && ++field == 39) {
+			cpu = atoi(p + 1);
+			break;
+		}
+	return cpu;
+}
+
 static void report_split(const struct split *sp, const struct samples *wr, size_t steps)
 {
 	double n = steps ? (double)steps : 1;
@@ -477,16 +551,21 @@ static void report_split(const struct split *sp, const struct samples *wr, size_
 			  "\"tail_recv_p50_us\":%.1f,\"tail_recv_mean_us\":%.1f,"
 			  "\"server_write_mean_us\":%.1f,"
 			  "\"agent_run_delay_per_step_us\":%.1f,"
-			  "\"server_run_delay_per_step_us\":%.1f" :
+			  "\"server_run_delay_per_step_us\":%.1f,"
+			  "\"agent_migrations\":%ld,\"server_migrations\":%ld,"
+			  "\"agent_cpu\":%d,\"server_cpu\":%d" :
 			  "tail_ready_p50_us=%.1f\ntail_ready_mean_us=%.1f\n"
 			  "tail_recv_p50_us=%.1f\ntail_recv_mean_us=%.1f\n"
 			  "server_write_mean_us=%.1f\n"
 			  "agent_run_delay_per_step_us=%.1f\n"
-			  "server_run_delay_per_step_us=%.1f\n",
+			  "server_run_delay_per_step_us=%.1f\n"
+			  "agent_migrations=%ld\nserver_migrations=%ld\n"
+			  "agent_cpu=%d\nserver_cpu=%d\n",
 	       samples_pct_us(&sp->ready, 0.50), samples_mean_us(&sp->ready),
 	       samples_pct_us(&sp->recv, 0.50), samples_mean_us(&sp->recv),
 	       samples_mean_us(wr), sp->agent_delay_ns / n / 1e3,
-	       sp->server_delay_ns / n / 1e3);
+	       sp->server_delay_ns / n / 1e3, sp->agent_migr, sp->server_migr,
+	       sp->agent_cpu, sp->server_cpu);
 }
 
 static void report(const struct samples *tail, const struct samples *rtt,
@@ -571,6 +650,8 @@ static void *agent_main(void *arg)
 	struct samples spawn = { 0 };
 	struct split split = { 0 };
 	uint64_t delay0 = 0, sdelay0 = 0;
+	long migr0, smigr0 = -1;
+	pid_t stid = 0;
 	struct slow slow = { 0 };
 	struct step_times st;
 	struct rusage r0, r1;
@@ -603,6 +684,9 @@ static void *agent_main(void *arg)
 	getrusage(RUSAGE_THREAD, &r0);
 	delay0 = run_delay_ns(getpid(), tid);
 	sdelay0 = server_pid > 0 ? run_delay_ns(server_pid, 0) : 0;
+	migr0 = migrations(getpid(), tid);
+	if (server_pid > 0 && (stid = server_tid(server_pid)))
+		smigr0 = migrations(server_pid, stid);
 	t0 = now_ns();
 	end_ns = opt.duration > 0 ? t0 + (uint64_t)(opt.duration * 1e9) : 0;
 	for (;;) {
@@ -636,6 +720,10 @@ static void *agent_main(void *arg)
 	getrusage(RUSAGE_THREAD, &r1);
 	split.agent_delay_ns = run_delay_ns(getpid(), tid) - delay0;
 	split.server_delay_ns = server_pid > 0 ? run_delay_ns(server_pid, 0) - sdelay0 : 0;
+	split.agent_migr = migr0 < 0 ? -1 : migrations(getpid(), tid) - migr0;
+	split.server_migr = smigr0 < 0 ? -1 : migrations(server_pid, stid) - smigr0;
+	split.agent_cpu = sched_getcpu();
+	split.server_cpu = stid ? last_cpu(server_pid, stid) : -1;
 
 	samples_sort(&tail);
 	samples_sort(&rtt);

@@ -100,7 +100,11 @@ run() {
     # preempt - hold_long is about what the steps themselves preempted.
     AGENT_GO_HOOK=''
     [ "$4" != 1 ] || AGENT_GO_HOOK='stats_snapshot /tmp/lane.0'
+    cat /proc/interrupts >/tmp/irq.0
+    cat /proc/stat >/tmp/stat.0
     agent_once "$4" "$DUR" taskset -c "$cpus"
+    cat /proc/interrupts >/tmp/irq.1
+    cat /proc/stat >/tmp/stat.1
     echo "isolation: phase=$1 steps=$(num steps) p50_us=$(num tail_p50_us)" \
         "p99_us=$(num tail_p99_us) burst_us=$(num burst_cpu_p50_us)" \
         "over_1ms=$(num tail_over_1ms) over_1ms_server=$(num tail_over_1ms_server)"
@@ -112,12 +116,35 @@ run() {
         "ready_mean_us=$(num tail_ready_mean_us) recv_p50_us=$(num tail_recv_p50_us)" \
         "recv_mean_us=$(num tail_recv_mean_us) write_p50_us=$(num server_write_p50_us)" \
         "write_mean_us=$(num server_write_mean_us) agent_delay_us=$(num agent_run_delay_per_step_us)" \
-        "server_delay_us=$(num server_run_delay_per_step_us) agent_nivcsw=$(num agent_nivcsw)"
+        "server_delay_us=$(num server_run_delay_per_step_us) agent_nivcsw=$(num agent_nivcsw)" \
+        "agent_migr=$(num agent_migrations) server_migr=$(num server_migrations)"
+    # What the loop's and the server's last CPUs did over the run (warmup
+    # and marking included): interrupts, IPIs, and CPU time in ticks.
+    for w in agent server; do
+        c=$(num "${w}_cpu")
+        echo "cpu: phase=$1 who=$w cpu=$c $(cpu_activity "$c")"
+    done
     [ "$4" != 1 ] || lane_line "$1"
     if [ -n "$hp" ]; then
         kill "$hp" 2>/dev/null
         wait "$hp" 2>/dev/null
     fi
+}
+
+# cpu_activity CPU: its local timer interrupts, rescheduling, function-call
+# and TLB-shootdown IPIs, and its user/system/softirq/idle ticks between
+# /tmp/irq.0 and .1 (/proc/interrupts) and /tmp/stat.0 and .1 (/proc/stat).
+cpu_activity() {
+    case $1 in '' | -*) return ;; esac
+    awk -v c="$1" 'FNR == 1 { f++ }
+        f <= 2 && ($1 == "LOC:" || $1 == "RES:" || $1 == "CAL:" || $1 == "TLB:") {
+            k = substr($1, 1, 3); v[k] += (f == 2 ? 1 : -1) * $(c + 2) }
+        f > 2 && $1 == "cpu" c {
+            s = (f == 4 ? 1 : -1); v["user"] += s * ($2 + $3); v["sys"] += s * $4
+            v["idle"] += s * $5; v["softirq"] += s * $8 }
+        END { printf "LOC=%d RES=%d CAL=%d TLB=%d user=%d sys=%d softirq=%d idle=%d\n",
+            v["LOC"], v["RES"], v["CAL"], v["TLB"], v["user"], v["sys"], v["softirq"], v["idle"] }' \
+        /tmp/irq.0 /tmp/irq.1 /tmp/stat.0 /tmp/stat.1
 }
 
 # lane_line PHASE: the agent class's lane counters over the run just made
