@@ -440,36 +440,22 @@ struct split {
 
 /*
  * Run delay of task @tid of @pid (ns, /proc/.../schedstat's second
- * field), or with @tid 0 the sum over @pid's tasks; 0 if unreadable
- * (no schedstats in this kernel).
+ * field); 0 if unreadable (no schedstats in this kernel).
  */
 static uint64_t run_delay_ns(pid_t pid, pid_t tid)
 {
 	char path[64];
-	unsigned long long cpu, delay;
-	uint64_t sum = 0;
-	struct dirent *d;
-	DIR *dir;
+	unsigned long long cpu, delay = 0;
 	FILE *f;
 
-	if (tid) {
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid, (int)tid);
-		f = fopen(path, "r");
-		if (f && fscanf(f, "%llu %llu", &cpu, &delay) == 2)
-			sum = delay;
-		if (f)
-			fclose(f);
-		return sum;
-	}
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	dir = opendir(path);
-	if (!dir)
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid, (int)tid);
+	f = fopen(path, "r");
+	if (!f)
 		return 0;
-	while ((d = readdir(dir)))
-		if (d->d_name[0] != '.')
-			sum += run_delay_ns(pid, (pid_t)atoi(d->d_name));
-	closedir(dir);
-	return sum;
+	if (fscanf(f, "%llu %llu", &cpu, &delay) != 2)
+		delay = 0;
+	fclose(f);
+	return delay;
 }
 
 /*
@@ -683,10 +669,11 @@ static void *agent_main(void *arg)
 
 	getrusage(RUSAGE_THREAD, &r0);
 	delay0 = run_delay_ns(getpid(), tid);
-	sdelay0 = server_pid > 0 ? run_delay_ns(server_pid, 0) : 0;
 	migr0 = migrations(getpid(), tid);
-	if (server_pid > 0 && (stid = server_tid(server_pid)))
+	if (server_pid > 0 && (stid = server_tid(server_pid))) {
+		sdelay0 = run_delay_ns(server_pid, stid);
 		smigr0 = migrations(server_pid, stid);
+	}
 	t0 = now_ns();
 	end_ns = opt.duration > 0 ? t0 + (uint64_t)(opt.duration * 1e9) : 0;
 	for (;;) {
@@ -719,7 +706,7 @@ static void *agent_main(void *arg)
 	t1 = now_ns();
 	getrusage(RUSAGE_THREAD, &r1);
 	split.agent_delay_ns = run_delay_ns(getpid(), tid) - delay0;
-	split.server_delay_ns = server_pid > 0 ? run_delay_ns(server_pid, 0) - sdelay0 : 0;
+	split.server_delay_ns = stid ? run_delay_ns(server_pid, stid) - sdelay0 : 0;
 	split.agent_migr = migr0 < 0 ? -1 : migrations(getpid(), tid) - migr0;
 	split.server_migr = smigr0 < 0 ? -1 : migrations(server_pid, stid) - smigr0;
 	split.agent_cpu = sched_getcpu();
