@@ -28,6 +28,12 @@
 # and, with MIRROR=1, the ideal placement on the last CPUs instead of the
 # first (does it matter which vCPUs the agent has?):
 #   express-away-last   agent and server on the last quarter, hogs on the rest
+# and, with RESIDUE=1, the hogs' affinity changed at the first step, to
+# tell what the hogs left on A before the steps (while the agent started
+# and was marked) from what their affinity does while the steps run
+# (agent and server anywhere, as hogs-on-b):
+#   express-b-then-any  hogs start on B, may use every CPU from the first step
+#   express-any-then-b  hogs start anywhere, are pinned to B at the first step
 # (VARIANT-clean, ... for a variant other than scx_express)
 # A variant is a binary's name (one added with bundle.sh's --bin runs in
 # place of scx_express) with an optional @nohold (classes.agent.hold_us = 0),
@@ -48,6 +54,7 @@
 #   ... --env SPLIT=1                                                # the two halves
 #   ... --env EEVDF=0                              # the express phases only
 #   ... --env MIRROR=1                             # the ideal placement mirrored
+#   ... --env RESIDUE=1                            # hogs re-pinned at the first step
 # vmtest: smp=2 timeout=900 bins=target/release/scx_express,/usr/bin/stress-ng
 # vmtest: files=workloads/build:/opt/w
 # shellcheck source=../../../tests/vm/guest-lib.sh
@@ -59,6 +66,7 @@ VARIANTS=${VARIANTS:-scx_express}
 SPLIT=${SPLIT:-0}
 EEVDF=${EEVDF:-1}
 MIRROR=${MIRROR:-0}
+RESIDUE=${RESIDUE:-0}
 N=$VMTEST_SMP
 na=$((N / 4))
 [ "$na" -ge 1 ] || na=1
@@ -85,21 +93,39 @@ hogs() {
     sleep 1
 }
 
-# run PHASE AGENT_CPUS HOG_CPUS MARK: one agent run. CPUS "" = unpinned,
-# HOG_CPUS "-" = no hogs; MARK=1 marks the loop and the server `agent`.
+# repin_hogs CPUS: the running hogs ($hp and its workers) moved to CPUS.
+repin_hogs() {
+    _n=0
+    for _s in /proc/[0-9]*/stat; do
+        read -r _pid _ _ _ppid _ <"$_s" 2>/dev/null || continue
+        [ "$_pid" = "$hp" ] || [ "$_ppid" = "$hp" ] || continue
+        taskset -p -c "$1" "$_pid" >/dev/null 2>&1 && _n=$((_n + 1))
+    done
+    echo "repin: hogs=$_n cpus=$1"
+}
+
+# go_hook: run by agent_once just before the first step. The lane counters
+# start here (the warmup's included), not at the marking: the agent polls
+# for its go file every 5 ms, each poll a sleep too long for a hold
+# (hold_long) whose wakeup preempts a hog under cpu4x. The daemon refreshes
+# its stats once a second, so the polls of the last second before the
+# first step still count: preempt - hold_long is about what the steps
+# themselves preempted. With $repin set, the hogs' affinity changes here.
+go_hook() {
+    [ "$mark" != 1 ] || stats_snapshot /tmp/lane.0
+    [ -z "$repin" ] || repin_hogs "$repin"
+}
+
+# run PHASE AGENT_CPUS HOG_CPUS MARK [REPIN]: one agent run. CPUS "" =
+# unpinned, HOG_CPUS "-" = no hogs; MARK=1 marks the loop and the server
+# `agent`; REPIN: the hogs' CPUs from the first step on.
 run() {
     hp=''
     [ "$3" = - ] || hogs "$3"
     cpus=$2
     [ -n "$cpus" ] || cpus="0-$((N - 1))"
-    # The lane counters from the first step (the warmup's included), not
-    # from the marking: the agent polls for its go file every 5 ms, each
-    # poll a sleep too long for a hold (hold_long) whose wakeup preempts
-    # a hog under cpu4x. The daemon refreshes its stats once a second, so
-    # the polls of the last second before the first step still count:
-    # preempt - hold_long is about what the steps themselves preempted.
-    AGENT_GO_HOOK=''
-    [ "$4" != 1 ] || AGENT_GO_HOOK='stats_snapshot /tmp/lane.0'
+    mark=$4 repin=${5:-}
+    AGENT_GO_HOOK=go_hook
     cat /proc/interrupts >/tmp/irq.0
     cat /proc/stat >/tmp/stat.0
     agent_once "$4" "$DUR" taskset -c "$cpus"
@@ -198,6 +224,10 @@ for variant in $(echo "$VARIANTS" | tr , " "); do
             run "$tag-hogs-on-b" '' "$B" 1
         fi
         [ "$MIRROR" != 1 ] || run "$tag-away-last" "$A_LAST" "$B_LAST" 1
+        if [ "$RESIDUE" = 1 ]; then
+            run "$tag-b-then-any" '' "$B" 1 "0-$((N - 1))"
+            run "$tag-any-then-b" '' '' 1 "$B"
+        fi
         r=$((r + 1))
     done
     stop_scx
