@@ -433,29 +433,39 @@ struct slow {
 struct split {
 	struct samples ready, recv;
 	uint64_t agent_delay_ns, server_delay_ns;
+	/* CPU time over the steps, to tell theirs from others' on their CPUs. */
+	uint64_t agent_run_ns, server_run_ns;
 	/* Migrations over the steps (-1: unknown), and the CPUs at the end. */
 	long agent_migr, server_migr;
 	int agent_cpu, server_cpu;
 };
 
+/* One thread's schedstat: time on a CPU and run delay (runnable, not running). */
+struct sched_times {
+	uint64_t run_ns, delay_ns;
+};
+
 /*
- * Run delay of task @tid of @pid (ns, /proc/.../schedstat's second
- * field); 0 if unreadable (no schedstats in this kernel).
+ * Task @tid of @pid's /proc/.../schedstat (its first two fields); zeros if
+ * unreadable (no schedstats in this kernel).
  */
-static uint64_t run_delay_ns(pid_t pid, pid_t tid)
+static struct sched_times sched_times_of(pid_t pid, pid_t tid)
 {
+	struct sched_times t = { 0, 0 };
+	unsigned long long run, delay;
 	char path[64];
-	unsigned long long cpu, delay = 0;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid, (int)tid);
 	f = fopen(path, "r");
 	if (!f)
-		return 0;
-	if (fscanf(f, "%llu %llu", &cpu, &delay) != 2)
-		delay = 0;
+		return t;
+	if (fscanf(f, "%llu %llu", &run, &delay) == 2) {
+		t.run_ns = run;
+		t.delay_ns = delay;
+	}
 	fclose(f);
-	return delay;
+	return t;
 }
 
 /*
@@ -539,19 +549,21 @@ static void report_split(const struct split *sp, const struct samples *wr, size_
 			  "\"agent_run_delay_per_step_us\":%.1f,"
 			  "\"server_run_delay_per_step_us\":%.1f,"
 			  "\"agent_migrations\":%ld,\"server_migrations\":%ld,"
-			  "\"agent_cpu\":%d,\"server_cpu\":%d" :
+			  "\"agent_cpu\":%d,\"server_cpu\":%d,"
+			  "\"agent_run_ms\":%.1f,\"server_run_ms\":%.1f" :
 			  "tail_ready_p50_us=%.1f\ntail_ready_mean_us=%.1f\n"
 			  "tail_recv_p50_us=%.1f\ntail_recv_mean_us=%.1f\n"
 			  "server_write_mean_us=%.1f\n"
 			  "agent_run_delay_per_step_us=%.1f\n"
 			  "server_run_delay_per_step_us=%.1f\n"
 			  "agent_migrations=%ld\nserver_migrations=%ld\n"
-			  "agent_cpu=%d\nserver_cpu=%d\n",
+			  "agent_cpu=%d\nserver_cpu=%d\n"
+			  "agent_run_ms=%.1f\nserver_run_ms=%.1f\n",
 	       samples_pct_us(&sp->ready, 0.50), samples_mean_us(&sp->ready),
 	       samples_pct_us(&sp->recv, 0.50), samples_mean_us(&sp->recv),
 	       samples_mean_us(wr), sp->agent_delay_ns / n / 1e3,
 	       sp->server_delay_ns / n / 1e3, sp->agent_migr, sp->server_migr,
-	       sp->agent_cpu, sp->server_cpu);
+	       sp->agent_cpu, sp->server_cpu, sp->agent_run_ns / 1e6, sp->server_run_ns / 1e6);
 }
 
 static void report(const struct samples *tail, const struct samples *rtt,
@@ -635,7 +647,7 @@ static void *agent_main(void *arg)
 	struct samples tail = { 0 }, rtt = { 0 }, burst = { 0 }, wr = { 0 };
 	struct samples spawn = { 0 };
 	struct split split = { 0 };
-	uint64_t delay0 = 0, sdelay0 = 0;
+	struct sched_times at0, st0 = { 0, 0 }, at1, st1 = { 0, 0 };
 	long migr0, smigr0 = -1;
 	pid_t stid = 0;
 	struct slow slow = { 0 };
@@ -668,10 +680,10 @@ static void *agent_main(void *arg)
 	}
 
 	getrusage(RUSAGE_THREAD, &r0);
-	delay0 = run_delay_ns(getpid(), tid);
+	at0 = sched_times_of(getpid(), tid);
 	migr0 = migrations(getpid(), tid);
 	if (server_pid > 0 && (stid = server_tid(server_pid))) {
-		sdelay0 = run_delay_ns(server_pid, stid);
+		st0 = sched_times_of(server_pid, stid);
 		smigr0 = migrations(server_pid, stid);
 	}
 	t0 = now_ns();
@@ -705,8 +717,13 @@ static void *agent_main(void *arg)
 	}
 	t1 = now_ns();
 	getrusage(RUSAGE_THREAD, &r1);
-	split.agent_delay_ns = run_delay_ns(getpid(), tid) - delay0;
-	split.server_delay_ns = stid ? run_delay_ns(server_pid, stid) - sdelay0 : 0;
+	at1 = sched_times_of(getpid(), tid);
+	if (stid)
+		st1 = sched_times_of(server_pid, stid);
+	split.agent_delay_ns = at1.delay_ns - at0.delay_ns;
+	split.server_delay_ns = st1.delay_ns - st0.delay_ns;
+	split.agent_run_ns = at1.run_ns - at0.run_ns;
+	split.server_run_ns = st1.run_ns - st0.run_ns;
 	split.agent_migr = migr0 < 0 ? -1 : migrations(getpid(), tid) - migr0;
 	split.server_migr = smigr0 < 0 ? -1 : migrations(server_pid, stid) - smigr0;
 	split.agent_cpu = sched_getcpu();

@@ -111,9 +111,19 @@ repin_hogs() {
 # its stats once a second, so the polls of the last second before the
 # first step still count: preempt - hold_long is about what the steps
 # themselves preempted. With $repin set, the hogs' affinity changes here.
+# What each CPU did is counted from here too (cpu_snapshot).
 go_hook() {
     [ "$mark" != 1 ] || stats_snapshot /tmp/lane.0
     [ -z "$repin" ] || repin_hogs "$repin"
+    cpu_snapshot 0
+}
+
+# cpu_snapshot K: /proc/interrupts, /proc/stat and /proc/schedstat in
+# /tmp/{irq,stat,sched}.K.
+cpu_snapshot() {
+    cat /proc/interrupts >"/tmp/irq.$1"
+    cat /proc/stat >"/tmp/stat.$1"
+    cat /proc/schedstat >"/tmp/sched.$1" 2>/dev/null || echo none >"/tmp/sched.$1"
 }
 
 # run PHASE AGENT_CPUS HOG_CPUS MARK [REPIN]: one agent run. CPUS "" =
@@ -126,11 +136,8 @@ run() {
     [ -n "$cpus" ] || cpus="0-$((N - 1))"
     mark=$4 repin=${5:-}
     AGENT_GO_HOOK=go_hook
-    cat /proc/interrupts >/tmp/irq.0
-    cat /proc/stat >/tmp/stat.0
     agent_once "$4" "$DUR" taskset -c "$cpus"
-    cat /proc/interrupts >/tmp/irq.1
-    cat /proc/stat >/tmp/stat.1
+    cpu_snapshot 1
     echo "isolation: phase=$1 steps=$(num steps) p50_us=$(num tail_p50_us)" \
         "p99_us=$(num tail_p99_us) burst_us=$(num burst_cpu_p50_us)" \
         "over_1ms=$(num tail_over_1ms) over_1ms_server=$(num tail_over_1ms_server)"
@@ -143,9 +150,12 @@ run() {
         "recv_mean_us=$(num tail_recv_mean_us) write_p50_us=$(num server_write_p50_us)" \
         "write_mean_us=$(num server_write_mean_us) agent_delay_us=$(num agent_run_delay_per_step_us)" \
         "server_delay_us=$(num server_run_delay_per_step_us) agent_nivcsw=$(num agent_nivcsw)" \
-        "agent_migr=$(num agent_migrations) server_migr=$(num server_migrations)"
-    # What the loop's and the server's last CPUs did over the run (warmup
-    # and marking included): interrupts, IPIs, and CPU time in ticks.
+        "agent_migr=$(num agent_migrations) server_migr=$(num server_migrations)" \
+        "agent_run_ms=$(num agent_run_ms) server_run_ms=$(num server_run_ms)"
+    # What the loop's and the server's last CPUs did over the steps (from
+    # the go file to the agent's exit): interrupts, IPIs, CPU time in
+    # ticks, and the time tasks ran there (run_ms, against the loop's and
+    # the server's own run_ms in the split: line) in how many slices.
     for w in agent server; do
         c=$(num "${w}_cpu")
         echo "cpu: phase=$1 who=$w cpu=$c $(cpu_activity "$c")"
@@ -158,19 +168,25 @@ run() {
 }
 
 # cpu_activity CPU: its local timer interrupts, rescheduling, function-call
-# and TLB-shootdown IPIs, and its user/system/softirq/idle ticks between
-# /tmp/irq.0 and .1 (/proc/interrupts) and /tmp/stat.0 and .1 (/proc/stat).
+# and TLB-shootdown IPIs, its user/system/softirq/idle ticks, and the time
+# tasks other than idle ran there (ms) in how many slices, between
+# snapshots 0 and 1 (cpu_snapshot). Ticks sample: a CPU that wakes from
+# idle for a few hundred µs at a time is undercounted; run_ms is exact
+# (the scheduler's own accounting, /proc/schedstat's rq_cpu_time).
 cpu_activity() {
     case $1 in '' | -*) return ;; esac
     awk -v c="$1" 'FNR == 1 { f++ }
         f <= 2 && ($1 == "LOC:" || $1 == "RES:" || $1 == "CAL:" || $1 == "TLB:") {
             k = substr($1, 1, 3); v[k] += (f == 2 ? 1 : -1) * $(c + 2) }
-        f > 2 && $1 == "cpu" c {
+        (f == 3 || f == 4) && $1 == "cpu" c {
             s = (f == 4 ? 1 : -1); v["user"] += s * ($2 + $3); v["sys"] += s * $4
             v["idle"] += s * $5; v["softirq"] += s * $8 }
-        END { printf "LOC=%d RES=%d CAL=%d TLB=%d user=%d sys=%d softirq=%d idle=%d\n",
-            v["LOC"], v["RES"], v["CAL"], v["TLB"], v["user"], v["sys"], v["softirq"], v["idle"] }' \
-        /tmp/irq.0 /tmp/irq.1 /tmp/stat.0 /tmp/stat.1
+        f > 4 && $1 == "cpu" c {
+            s = (f == 6 ? 1 : -1); v["run"] += s * $8; v["slices"] += s * $10 }
+        END { printf "LOC=%d RES=%d CAL=%d TLB=%d user=%d sys=%d softirq=%d idle=%d run_ms=%.1f slices=%d\n",
+            v["LOC"], v["RES"], v["CAL"], v["TLB"], v["user"], v["sys"], v["softirq"], v["idle"],
+            v["run"] / 1e6, v["slices"] }' \
+        /tmp/irq.0 /tmp/irq.1 /tmp/stat.0 /tmp/stat.1 /tmp/sched.0 /tmp/sched.1
 }
 
 # lane_line PHASE: the agent class's lane counters over the run just made
