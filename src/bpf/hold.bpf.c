@@ -199,7 +199,8 @@ static int hold_timer_fired(void *map, int *key, struct hold_timer *t)
 	if (time_before(now, until)) {
 		/*
 		 * The window opens (the timer fires once inside it: hold_start()
-		 * armed it for the opening, and it re-arms for the end): a fair
+		 * armed it for an opening later than the sleep's start, and it
+		 * re-arms for the end): a fair
 		 * task running here leaves now, and the fair path (fair_pick())
 		 * takes nothing back here. Not one that can run only here: it
 		 * would come straight back.
@@ -418,7 +419,18 @@ __hidden void hold_start(struct task_struct *p, struct task_ctx *tctx, s32 cpu, 
 	cc->hold_pid = p->pid;
 	cc->hold_partner = tctx->sync_wakee;
 	cc->hold_until_ns = now + ns;
-	bpf_timer_start(&t->timer, early, BPF_F_TIMER_CPU_PIN);
+	/*
+	 * The timer fires at the window's opening, to clear the CPU of the
+	 * fair work that ran there meanwhile, then at its end. A window open
+	 * from now (hold_whole) has nothing to clear, as the task holding it
+	 * is the one leaving: its timer is armed for the end only. Armed for
+	 * 0 ns, it was one more timer interrupt and softirq per sleep on a CPU
+	 * going idle; under TCG at 8 vCPUs the agent stand-in's two CPUs took
+	 * about three more timer interrupts per step with holds than without,
+	 * and its tool server's write() grew with them (docs/benchmarks.md,
+	 * "The hold's timer").
+	 */
+	bpf_timer_start(&t->timer, early ? early : ns, BPF_F_TIMER_CPU_PIN);
 	lane_stat_inc(class, LANE_HOLDS);
 	if (!early)
 		lane_stat_inc(class, LANE_HOLD_WHOLE);
