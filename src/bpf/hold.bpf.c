@@ -23,7 +23,8 @@
  * address space are those of whatever ran last.) The hold ends when a
  * task that could run elsewhere starts on the CPU (the task itself,
  * another express task) or when it expires; a timer pinned to the CPU
- * then kicks it so queued work runs. Work that can run only there (a
+ * then kicks it so queued work runs (a hold that ends first moves its
+ * timer out of the way: hold_timer_park()). Work that can run only there (a
  * per-CPU kthread) runs inside the hold and leaves it in place.
  *
  * A hold is a window, not the whole sleep. A task that sleeps 2 ms with a
@@ -214,6 +215,27 @@ static int hold_timer_fired(void *map, int *key, struct hold_timer *t)
 	/* Queued fair work may have passed this CPU over: let it look. */
 	scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
 	return 0;
+}
+
+/*
+ * A hold that ends before its timer does (its task came back, or another
+ * took the CPU) has no use for the timer: it is moved this far out, and
+ * the next hold on the CPU re-arms it. Left armed, it fired for nothing at
+ * the hold's end, often inside the task's next run: a tool server's hold
+ * ends about 2x its average sleep after it began, which is where its reply
+ * is being written. Moved, not cancelled: bpf_timer_cancel() waits for a
+ * running callback, which ops.running() (the rq lock held) must never do;
+ * a re-arm never waits.
+ */
+#define HOLD_TIMER_PARK_NS (1000 * NSEC_PER_MSEC)
+
+static void hold_timer_park(void)
+{
+	u32 key = bpf_get_smp_processor_id();
+	struct hold_timer *t = bpf_map_lookup_elem(&hold_timers, &key);
+
+	if (t)
+		bpf_timer_start(&t->timer, HOLD_TIMER_PARK_NS, BPF_F_TIMER_CPU_PIN);
 }
 
 /* From ops.init(): the timers, each calling hold_timer_fired(). */
@@ -475,6 +497,8 @@ __hidden void hold_running(struct task_struct *p, bool fair, struct cpu_ctx *cc)
 	if (p->pid != cc->hold_pid && time_before(now, cc->hold_until_ns))
 		lane_stat_inc(cc->hold_class, LANE_HOLD_TAKEN);
 	hold_end(cc, now, p->pid == cc->hold_pid);
+	/* ops.running() runs on @cc's CPU, whose timer this is. */
+	hold_timer_park();
 }
 
 /*
