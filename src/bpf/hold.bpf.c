@@ -24,8 +24,8 @@
  * task that could run elsewhere starts on the CPU (the task itself,
  * another express task) or when it expires; a timer pinned to the CPU
  * then kicks it so queued work runs (a hold that ends first moves its
- * timer out of the way: hold_timer_park()). Work that can run only there (a
- * per-CPU kthread) runs inside the hold and leaves it in place.
+ * timer out of the way: hold_timer_park()). Work that can run only there
+ * (a per-CPU kthread) runs inside the hold and leaves it in place.
  *
  * A hold is a window, not the whole sleep. A task that sleeps 2 ms with a
  * spread of 0.1 ms will not be back in the first 1.5 ms, so fair work runs
@@ -201,10 +201,9 @@ static int hold_timer_fired(void *map, int *key, struct hold_timer *t)
 		/*
 		 * The window opens (the timer fires once inside it: hold_start()
 		 * armed it for an opening later than the sleep's start, and it
-		 * re-arms for the end): a fair
-		 * task running here leaves now, and the fair path (fair_pick())
-		 * takes nothing back here. Not one that can run only here: it
-		 * would come straight back.
+		 * re-arms for the end): a fair task running here leaves now,
+		 * and the fair path (fair_pick()) takes nothing back here. Not
+		 * one that can run only here: it would come straight back.
 		 */
 		if (cc->curr_fair && !cc->hold_curr_pinned)
 			scx_bpf_kick_cpu(cpu, SCX_KICK_PREEMPT);
@@ -446,11 +445,9 @@ __hidden void hold_start(struct task_struct *p, struct task_ctx *tctx, s32 cpu, 
 	 * fair work that ran there meanwhile, then at its end. A window open
 	 * from now (hold_whole) has nothing to clear, as the task holding it
 	 * is the one leaving: its timer is armed for the end only. Armed for
-	 * 0 ns, it was one more timer interrupt and softirq per sleep on a CPU
-	 * going idle; under TCG at 8 vCPUs the agent stand-in's two CPUs took
-	 * about three more timer interrupts per step with holds than without,
-	 * and its tool server's write() grew with them (docs/benchmarks.md,
-	 * "The hold's timer").
+	 * 0 ns, it fired as the CPU went idle only to re-arm: one more timer
+	 * interrupt and softirq per sleep, tens of us each under TCG
+	 * (docs/benchmarks.md, "The hold's timer").
 	 */
 	bpf_timer_start(&t->timer, early ? early : ns, BPF_F_TIMER_CPU_PIN);
 	lane_stat_inc(class, LANE_HOLDS);
