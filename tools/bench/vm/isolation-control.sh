@@ -151,7 +151,9 @@ run() {
         "write_mean_us=$(num server_write_mean_us) agent_delay_us=$(num agent_run_delay_per_step_us)" \
         "server_delay_us=$(num server_run_delay_per_step_us) agent_nivcsw=$(num agent_nivcsw)" \
         "agent_migr=$(num agent_migrations) server_migr=$(num server_migrations)" \
-        "agent_run_ms=$(num agent_run_ms) server_run_ms=$(num server_run_ms)"
+        "agent_run_ms=$(num agent_cpu_ms) server_run_ms=$(num server_run_ms)"
+    # (agent_run_ms: the loop's agent_cpu_ms, its getrusage() over the
+    # steps, the same sum_exec_runtime as the server's schedstat.)
     # What the loop's and the server's last CPUs did over the steps (from
     # the go file to the agent's exit): interrupts, IPIs, CPU time in
     # ticks, and the time tasks ran there (run_ms, against the loop's and
