@@ -228,10 +228,9 @@ static int hold_timer_fired(void *map, int *key, struct hold_timer *t)
  */
 #define HOLD_TIMER_PARK_NS (1000 * NSEC_PER_MSEC)
 
-static void hold_timer_park(void)
+static void hold_timer_park(u32 cpu)
 {
-	u32 key = bpf_get_smp_processor_id();
-	struct hold_timer *t = bpf_map_lookup_elem(&hold_timers, &key);
+	struct hold_timer *t = bpf_map_lookup_elem(&hold_timers, &cpu);
 
 	if (t)
 		bpf_timer_start(&t->timer, HOLD_TIMER_PARK_NS, BPF_F_TIMER_CPU_PIN);
@@ -365,9 +364,14 @@ __hidden void hold_start(struct task_struct *p, struct task_ctx *tctx, s32 cpu, 
 	bool spare;
 
 	tctx->sleep_start_ns = now;
-	/* A hold left from another task (its window not yet open) ends here. */
-	if (cc->hold_until_ns)
+	/*
+	 * A hold left from another task (its window not yet open) ends here,
+	 * and its timer with it: a new hold below re-arms it.
+	 */
+	if (cc->hold_until_ns) {
 		hold_end(cc, now, false);
+		hold_timer_park(cpu);
+	}
 	if (class >= NR_CLASSES || !(ns = class_hold_ns[class]) || !avg)
 		return;
 	/*
@@ -495,7 +499,7 @@ __hidden void hold_running(struct task_struct *p, bool fair, struct cpu_ctx *cc)
 		lane_stat_inc(cc->hold_class, LANE_HOLD_TAKEN);
 	hold_end(cc, now, p->pid == cc->hold_pid);
 	/* ops.running() runs on @cc's CPU, whose timer this is. */
-	hold_timer_park();
+	hold_timer_park(bpf_get_smp_processor_id());
 }
 
 /*
