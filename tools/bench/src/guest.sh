@@ -255,11 +255,6 @@ noise_wait() {
 
 # run_workload WORKLOAD DIR: run it in the foreground (the measurement).
 run_workload() {
-    # The express lane's counters around the workload. Stats are a snapshot
-    # taken once a second, and no thread of the workload's class runs
-    # before it starts or after it ends, so 1.1 s after it ends they are
-    # exact for that class.
-    [ "$S" != express ] || scx_express stats --flat >"$2/lane0.txt" 2>&1
     case $1 in
     scale) go_scale "$2" ;;
     agent | agent-exec)
@@ -271,6 +266,10 @@ run_workload() {
     _rc=$?
     # The measurement's end, against the noise's planned end (cell loop).
     w_end=$(uptime_cs)
+    # The express lane's counters after the workload (lane0.txt, before:
+    # the cell loop). Stats are a snapshot taken once a second, and no
+    # thread of the workload's class runs after it ends, so 1.1 s later
+    # they are exact for that class.
     if [ "$S" = express ]; then
         sleep 1.1
         scx_express stats --flat >"$2/lane1.txt" 2>&1
@@ -488,6 +487,13 @@ for r in $(seq "$BENCH_REPEAT_FROM" "$BENCH_REPEAT_TO"); do
             setup_workload "$w" "$d"
             case $w in agent | agent-exec | scale) secs=$((secs + BENCH_GO_WARMUP)) ;; esac
             margin=''
+            # The lane's counters before the noise starts: `scx_express
+            # stats` is an 8 MB binary's exec, 0.6-1.6 s under the disk
+            # noise in a TCG guest (EEVDF or not), which taken after the
+            # noise's start had run express's decode cells past the noise's
+            # end (its margin of 2 s; 04399e8, 8 vCPUs). The class's
+            # counters are exact either way: none of its threads runs yet.
+            [ "$S" != express ] || scx_express stats --flat >"$d/lane0.txt" 2>&1
             if [ "$c" != baseline ]; then
                 n0=$(uptime_cs)
                 noise_start "$c" "$secs" "$d"
