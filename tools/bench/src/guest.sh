@@ -269,7 +269,7 @@ run_workload() {
     # The express lane's counters after the workload (lane0.txt, before:
     # the cell loop). Stats are a snapshot taken once a second, and no
     # thread of the workload's class runs after it ends, so 1.1 s later
-    # they are exact for that class.
+    # they hold all of that class's work.
     if [ "$S" = express ]; then
         sleep 1.1
         scx_express stats --flat >"$2/lane1.txt" 2>&1
@@ -488,11 +488,13 @@ for r in $(seq "$BENCH_REPEAT_FROM" "$BENCH_REPEAT_TO"); do
             case $w in agent | agent-exec | scale) secs=$((secs + BENCH_GO_WARMUP)) ;; esac
             margin=''
             # The lane's counters before the noise starts: `scx_express
-            # stats` is an 8 MB binary's exec, 0.6-1.6 s under the disk
-            # noise in a TCG guest (EEVDF or not), which taken after the
-            # noise's start had run express's decode cells past the noise's
-            # end (its margin of 2 s; 04399e8, 8 vCPUs). The class's
-            # counters are exact either way: none of its threads runs yet.
+            # stats` execs a large binary, about a second under the disk
+            # noise in a TCG guest whatever the scheduler, and taken after
+            # the noise's start it used up the noise's tail and ran cells
+            # past the noise's end (docs/benchmarks.md, "Net and disk at 8
+            # vCPUs with the peers again"). The window then also holds the
+            # warm-up's go-file polls (agent, agent-exec, scale: one wakeup
+            # per 5 ms, no CPU work to speak of).
             [ "$S" != express ] || scx_express stats --flat >"$d/lane0.txt" 2>&1
             if [ "$c" != baseline ]; then
                 n0=$(uptime_cs)

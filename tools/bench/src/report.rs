@@ -659,9 +659,10 @@ fn lane_table(r: &Results) -> String {
     let mut md = "### The express lane during scx_express's cells\n\n\
                   Counters of the workload's class (`gpu` for decode, mixed and scale, `agent` \
                   for agent and agent-exec) over each cell, median of the repeats; the fair-path column \
-                  is machine-wide (it also counts the noise's warm-up second and the second \
-                  after). From `scx_express stats` before the cell's noise starts and 1.1 s \
-                  after the workload ends; `scx_express --help-stats` explains each.\n\n"
+                  is machine-wide. From `scx_express stats` before the cell's noise starts and 1.1 s \
+                  after the workload ends, so they also count the noise's warm-up (for agent, \
+                  agent-exec and scale, their go-file polls: a wakeup per 5 ms); \
+                  `scx_express --help-stats` explains each.\n\n"
         .to_string();
     let cols: Vec<String> = LANE_COLUMNS.iter().map(|(_, h)| h.to_string()).collect();
     md += &header_row("workload, scenario", &cols);
