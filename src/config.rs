@@ -138,6 +138,7 @@ pub struct FairConfig {
     pub wakeup_preempt: bool,
     pub requeue_preempted: bool,
     pub rescue_ms: u64,
+    pub watchdog_ms: u64,
 }
 
 /// Where the fair path's decisions are made (`fair.mode`).
@@ -271,6 +272,7 @@ impl Default for FairConfig {
             wakeup_preempt: true,
             requeue_preempted: true,
             rescue_ms: 50,
+            watchdog_ms: 30_000,
         }
     }
 }
@@ -644,6 +646,7 @@ impl Config {
             "fair.slice_min_us" => f.slice_min_us,
             "fair.target_latency_us" => f.target_latency_us,
             "fair.rescue_ms" => f.rescue_ms,
+            "fair.watchdog_ms" => f.watchdog_ms,
             "express.slice_us" => e.slice_us,
             "express.irq_window_ms" => e.irq_window_ms,
             "express.irq_hot_pct" => e.irq_hot_pct,

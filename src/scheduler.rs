@@ -313,6 +313,8 @@ impl<'a> Scheduler<'a> {
         if shielded.is_empty() {
             skel.progs.express_bio_queue.set_autoload(false); // no shield: cost for nothing
         }
+        // In range (src/config/ranges.rs), so it fits the kernel's u32.
+        skel.struct_ops.express_ops_mut().timeout_ms = cfg.fair.watchdog_ms as u32;
 
         let mut skel =
             scx_ops_load!(skel, express_ops, uei).map_err(preflight::explain_load_error)?;
@@ -325,8 +327,9 @@ impl<'a> Scheduler<'a> {
         let struct_ops =
             Some(scx_ops_attach!(skel, express_ops).map_err(preflight::explain_load_error)?);
         info!(
-            "scx_express attached (ops express, fair.mode {})",
-            cfg.fair.mode.as_str()
+            "scx_express attached (ops express, fair.mode {}, watchdog {} ms)",
+            cfg.fair.mode.as_str(),
+            cfg.fair.watchdog_ms
         );
 
         Ok(Self {
@@ -511,6 +514,10 @@ impl<'a> Scheduler<'a> {
         }
         for (what, changed) in [
             ("[classify]", new.classify != self.cfg.classify),
+            (
+                "fair.watchdog_ms",
+                new.fair.watchdog_ms != self.cfg.fair.watchdog_ms,
+            ),
             (
                 "express.pm_qos_resume_latency_us",
                 new.express.pm_qos_resume_latency_us != self.cfg.express.pm_qos_resume_latency_us,

@@ -145,6 +145,7 @@ const KEYS: &[&str] = &[
     "direct_idle",
     "wakeup_preempt",
     "rescue_ms",
+    "watchdog_ms",
     "slice_us",
     "irq_window_ms",
     "irq_hot_pct",
@@ -365,6 +366,7 @@ fn fair() -> BoxedStrategy<String> {
                     opt_entry("direct_idle", boolean()),
                     opt_entry("wakeup_preempt", boolean()),
                     opt_entry("rescue_ms", in_range("fair.rescue_ms")),
+                    opt_entry("watchdog_ms", in_range("fair.watchdog_ms")),
                 ],
             )
         })

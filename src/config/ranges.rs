@@ -58,6 +58,8 @@ pub const RANGES: &[KeyRange] = &[
     },
     int("fair.target_latency_us", 1000, 1_000_000),
     int("fair.rescue_ms", 5, 5000),
+    // The kernel refuses a timeout_ms over 30 s (SCX_WATCHDOG_MAX_TIMEOUT).
+    int("fair.watchdog_ms", 5000, 30_000),
     int("express.slice_us", 100, 100_000),
     int("express.irq_window_ms", 1, 10_000),
     int("express.irq_hot_pct", 1, 100),
