@@ -71,7 +71,8 @@ static void usage(int rc)
 	fprintf(rc ? stderr : stdout,
 "usage: agent [options]\n"
 "  --steps N            measured steps (default 1000 if no duration given)\n"
-"  --duration S         measure for S seconds instead\n"
+"  --duration S         measure for S seconds instead (SIGUSR1 ends it\n"
+"                       early, with the report)\n"
 "  --warmup N           unmeasured steps first (default 20)\n"
 "  --warmup-max-s S     end the warmup after S seconds even if fewer than N\n"
 "                       steps ran (default: no bound); under heavy noise a\n"
@@ -716,6 +717,8 @@ static void *agent_main(void *arg)
 			break;
 		if (end_ns && now_ns() >= end_ns)
 			break;
+		if (measure_stop)
+			break;
 	}
 	t1 = now_ns();
 	getrusage(RUSAGE_THREAD, &r1);
@@ -760,6 +763,7 @@ int main(int argc, char **argv)
 
 	parse_args(argc, argv);
 	signal(SIGPIPE, SIG_IGN);
+	measure_stop_init();
 	port = opt.port;
 
 	if (opt.tool_exec) {
@@ -768,6 +772,7 @@ int main(int argc, char **argv)
 		tool_path();
 		if (pthread_create(&at, NULL, agent_main, (void *)(intptr_t)-1))
 			die("pthread_create");
+		measure_stop_take();
 		pthread_join(at, NULL);
 		return 0;
 	}
@@ -801,6 +806,7 @@ int main(int argc, char **argv)
 	fd = connect_loopback(port);
 	if (pthread_create(&at, NULL, agent_main, (void *)(intptr_t)fd))
 		die("pthread_create");
+	measure_stop_take();
 	pthread_join(at, NULL);
 	close(fd);		/* server sees EOF and exits */
 	if (opt.threads)

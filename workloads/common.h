@@ -12,6 +12,8 @@
 #define EXPRESS_WORKLOADS_COMMON_H
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -55,6 +57,45 @@ static inline void sleep_ns(uint64_t ns)
 
 	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
 		;
+}
+
+/*
+ * SIGUSR1 ends a measurement early (decode, agent): the loop finishes its
+ * current token or step and reports as if its --duration were up, then the
+ * program exits as usual. A VM test gives a stand-in a run that outlasts
+ * its checks with room for a slow start under emulation, and sends it
+ * SIGUSR1 once the checks are done, rather than waiting out that room,
+ * 15-20 s per test (tests/vm/guest-lib.sh, finish_standins).
+ *
+ * Only the main thread takes the signal. measure_stop_init() blocks it
+ * before any other thread exists, so every thread (and every process they
+ * fork and exec) inherits a mask that blocks it, and no blocking call of
+ * theirs (epoll_wait, futex, nanosleep) ever returns EINTR for it;
+ * measure_stop_take() then unblocks it in main, which only waits.
+ */
+static volatile sig_atomic_t measure_stop;
+static sigset_t measure_stop_mask;
+
+static void on_measure_stop(int sig)
+{
+	(void)sig;
+	measure_stop = 1;
+}
+
+static inline void measure_stop_init(void)
+{
+	struct sigaction sa = { .sa_handler = on_measure_stop,
+				.sa_flags = SA_RESTART };
+
+	sigemptyset(&measure_stop_mask);
+	sigaddset(&measure_stop_mask, SIGUSR1);
+	sigaction(SIGUSR1, &sa, NULL);
+	pthread_sigmask(SIG_BLOCK, &measure_stop_mask, NULL);
+}
+
+static inline void measure_stop_take(void)
+{
+	pthread_sigmask(SIG_UNBLOCK, &measure_stop_mask, NULL);
 }
 
 static inline double tv_ms(struct timeval tv)

@@ -113,7 +113,8 @@ static void usage(int rc)
 	fprintf(rc ? stderr : stdout,
 "usage: decode [options]\n"
 "  --tokens N            measured tokens (default 500 if no duration given)\n"
-"  --duration S          measure for S seconds instead\n"
+"  --duration S          measure for S seconds instead (SIGUSR1 ends it\n"
+"                        early, with the report)\n"
 "  --warmup N            unmeasured tokens first (default 10)\n"
 "  --launches N          kernel launches per token (default 100)\n"
 "  --helpers K           K CPU-bound sibling threads helper-<i> (default 0)\n"
@@ -447,6 +448,8 @@ static void *launcher_main(void *arg)
 			break;
 		if (end_ns && now_ns() >= end_ns)
 			break;
+		if (measure_stop)
+			break;
 	}
 	t1 = now_ns();
 	getrusage(RUSAGE_THREAD, &r1);
@@ -473,6 +476,7 @@ int main(int argc, char **argv)
 	if (opt.dlopen)
 		reexec_dlopen(argv);
 #endif
+	measure_stop_init();
 	helpers = calloc(opt.helpers ? opt.helpers : 1, sizeof(*helpers));
 	for (unsigned long long i = 0; i < opt.helpers; i++) {
 		pthread_t ht;
@@ -486,6 +490,7 @@ int main(int argc, char **argv)
 		perror("pthread_create launcher");
 		return 1;
 	}
+	measure_stop_take();
 	pthread_join(lt, NULL);
 	return 0;	/* exit() also ends the helpers */
 }
