@@ -278,6 +278,25 @@ AGENT_RULE_TOML='[[classify.rules]]
 class = "agent"
 comm = "agent-loop"'
 
+# The hostile-load scenarios (50-54) run their load for two watchdog
+# periods with the kernel's watchdog at 10 s (fair.watchdog_ms), a third of
+# the default 30 s: a task left runnable for 10 s ejects the scheduler, so
+# 20 s of load shows what 40 s showed at the default, in half the time.
+WATCHDOG_MS=10000
+# start_loaded LOG [LINE...]: start_guarded such a scenario's scheduler,
+# logging to LOG, with /tmp/scx.toml: AGENT_RULE_TOML and a [fair] table
+# with watchdog_ms = WATCHDOG_MS and the LINEs; its log must show that
+# watchdog in force.
+start_loaded() {
+    _sl_log=$1
+    shift
+    printf '%s\n[fair]\nwatchdog_ms = %s\n' "$AGENT_RULE_TOML" "$WATCHDOG_MS" >/tmp/scx.toml
+    for _l in "$@"; do echo "$_l" >>/tmp/scx.toml; done
+    start_guarded "$_sl_log" --config /tmp/scx.toml
+    wait_until 10 grep -q "attached (.*watchdog $WATCHDOG_MS ms)" "$_sl_log" ||
+        fail_sl_logs "the scheduler's log does not show watchdog $WATCHDOG_MS ms"
+}
+
 # dump_scx_logs: what a failure needs: classified threads, the scheduler's
 # exit dump (runnable tasks, their DSQs and deadlines) or its log's end,
 # and the kernel's sched_ext, stall and OOM lines.
@@ -395,7 +414,7 @@ watch_guarded() {
 }
 
 # start_standins SECS [PREFIX]: the decode (gpu) and agent stand-ins for
-# SECS seconds, PREFIX (e.g. "taskset -c 1") before each; sets DEC, AGT
+# up to SECS seconds (finish_standins ends them sooner), PREFIX (e.g. "taskset -c 1") before each; sets DEC, AGT
 # (pids), LTID, ATID (their launcher and agent-loop threads), waits until
 # scx_express has classified both, and tracks both threads. Needs a
 # scheduler started with AGENT_RULE_TOML in its config.
@@ -421,9 +440,13 @@ classified_as() {
     scx_express ps 2>/dev/null | awk -v t="$1" -v c="$2" '$1 == t && $4 == c { f = 1 } END { exit !f }'
 }
 
-# finish_standins: wait for both stand-ins; each must exit 0 and report
-# work (at least one token, one agent step).
+# finish_standins: end both stand-ins' runs now (SIGUSR1: each reports what
+# it measured so far, workloads/common.h) and wait for them; each must exit
+# 0 and report work (at least one token, one agent step). A scenario gives
+# start_standins a run with room for a slow start; this spares waiting
+# out that room once its checks are done.
 finish_standins() {
+    kill -USR1 "$DEC" "$AGT" 2>/dev/null
     wait "$DEC" || fail_logs "decode exited $?"
     wait "$AGT" || fail_logs "agent exited $?"
     untrack launcher

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Lifecycle: scx_express attaches (state enabled, ops express...), survives
-# `stress-ng --cpu 4 --fork 2 --switch 2 --timeout 30s` with no stall, and
+# `stress-ng --cpu 4 --fork 2 --switch 2 --timeout 20s` with no stall, and
 # detaches cleanly on SIGINT (state disabled, exit code 0).
 # vmtest: smp=2 timeout=300 bins=target/release/scx_express,/usr/bin/stress-ng
 # shellcheck source=../guest-lib.sh
@@ -16,8 +16,8 @@ express*) echo "ok: ops name '$ops' starts with express" ;;
 *) fail "ops name '$ops' does not start with express" ;;
 esac
 
-log "stress-ng --cpu 4 --fork 2 --switch 2 --timeout 30s"
-stress-ng --cpu 4 --fork 2 --switch 2 --timeout 30s --metrics-brief >/tmp/stress.log 2>&1
+log "stress-ng --cpu 4 --fork 2 --switch 2 --timeout 20s"
+stress-ng --cpu 4 --fork 2 --switch 2 --timeout 20s --metrics-brief >/tmp/stress.log 2>&1
 rc=$?
 cat /tmp/stress.log
 [ "$rc" = 0 ] || fail "stress-ng exited $rc"

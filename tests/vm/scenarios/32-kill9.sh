@@ -53,7 +53,8 @@ sigstop_check() {
     wait_until 20 grep -q '^launcher_tid=' /tmp/decode.out || fail "$1: decode did not start"
     ltid=$(sed -n 's/^launcher_tid=//p' /tmp/decode.out | head -n 1)
     wait_until 30 classified_as "$ltid" gpu || fail "$1: the decode launcher was not classified gpu"
-    stress-ng --cpu 4 --timeout 25s >/tmp/stress.log 2>&1 &
+    # Past the stop below (3 s, the probe, 8 s) by a few seconds.
+    stress-ng --cpu 4 --timeout 16s >/tmp/stress.log 2>&1 &
     stress=$!
     sleep 3
     track launcher "$ltid" "$dec"

@@ -1,13 +1,13 @@
 #!/bin/sh
 # A fork and exec storm. stress-ng --fork and --exec (2 workers each per
 # vCPU; the exec stressor refuses to run as root, so the storm runs as
-# nobody) create and exec tasks as fast as they can for 40 s: every new
-# task passes through ops.init_task and its first enqueue, and exiting ones
-# leave. The decode (gpu) and agent stand-ins run beside it, and a nice 19
+# nobody) create and exec tasks as fast as they can for 20 s (two periods
+# of the 10 s watchdog, guest-lib.sh): every new task passes through
+# ops.init_task and its first enqueue, and exiting ones leave. The decode (gpu) and agent stand-ins run beside it, and a nice 19
 # hog (sched_ext weight 1, as khugepaged): the storm's tasks start at the
 # front of the virtual clock and exit within a slice, so the clock barely
 # moves and only the starvation guard (fair.bpf.c, section 7) bounds the
-# wait of a task whose deadline lies 100 slices out. Every 10 s: no
+# wait of a task whose deadline lies 100 slices out. Every 5 s: no
 # ejection, no stall or sched_ext error in dmesg, both stand-ins got CPU
 # time, and so did the nice 19 hog (its run time in ns, from schedstat:
 # a few slices of 0.5 ms would not show as ticks). At the end the hog's
@@ -18,15 +18,14 @@
 # shellcheck source=../guest-lib.sh
 . /lib/vmtest/guest-lib.sh
 
-SECS=40
+SECS=20
 # The guard moves a task that waited in a fair DSQ over about 1.1 s to
 # its CPU (docs/operations.md has the measured waits); the rest is room
 # for TCG's stalls. Without the guard the hog waited 29 s, or the
-# watchdog ejected the scheduler; the RCU stall timeout is 21 s.
+# watchdog (30 s then) ejected the scheduler; the RCU stall timeout is 21 s.
 MAX_GAP_MS=5000
 W=$((2 * VMTEST_SMP))
-echo "$AGENT_RULE_TOML" >/tmp/scx.toml
-start_guarded /tmp/scx.log --config /tmp/scx.toml
+start_loaded /tmp/scx.log
 start_standins $((SECS + 25))
 
 /opt/w/hog --nice 19 --duration $((SECS + 15)) >/tmp/low.out &
@@ -40,13 +39,13 @@ as_nobody "cd /tmp && stress-ng --fork $W --exec $W --timeout ${SECS}s --metrics
 stress=$!
 log "stress-ng --fork $W --exec $W for ${SECS}s (as nobody)"
 while kill -0 "$stress" 2>/dev/null; do
-    sleep 10
+    sleep 5
     kill -0 "$stress" 2>/dev/null || break
     guarded_ok "storm"
     tracked_progressed "storm"
     low_is=$(low_ns)
     log "storm: the nice 19 hog ran $(((low_is - low_was) / 1000)) us"
-    [ "$low_is" -gt "$low_was" ] || fail_logs "the nice 19 hog got no CPU for 10 s of the storm"
+    [ "$low_is" -gt "$low_was" ] || fail_logs "the nice 19 hog got no CPU for 5 s of the storm"
     low_was=$low_is
 done
 stats_snapshot /tmp/s1

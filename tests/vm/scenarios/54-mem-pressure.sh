@@ -3,12 +3,13 @@
 # are file pages that reclaim could evict, as on a real host) in
 # fair.mode = "userspace", where its main thread decides for every fair
 # task; stress-ng --vm fills the guest's memory (no swap, so reclaim takes
-# file pages) for 40 s while the decode (gpu) and agent stand-ins run.
+# file pages) for 20 s (two periods of the 10 s watchdog, guest-lib.sh)
+# while the decode (gpu) and agent stand-ins run.
 # Reclaim must have run (pgsteal grew), or the test shows nothing; a hog
 # run from the same disk is a control whose major faults are logged (its
 # few hot code pages are evicted only now and then). The scheduler locked
 # its memory (VmLck) and is exempt from the OOM killer
-# (oom_score_adj -1000), so it takes no major fault of its own. Every 10 s:
+# (oom_score_adj -1000), so it takes no major fault of its own. Every 5 s:
 # no ejection, no stall or sched_ext error in dmesg, both stand-ins got CPU
 # time. At the end the scheduler is alive and SIGINT detaches cleanly.
 #
@@ -37,7 +38,7 @@
 # shellcheck source=../guest-lib.sh
 . /lib/vmtest/guest-lib.sh
 
-SECS=40
+SECS=20
 mke2fs -q "$VMTEST_DISK" >/dev/null || fail "mke2fs failed"
 mkdir -p /mnt && mount -t ext2 "$VMTEST_DISK" /mnt || fail "cannot mount the scratch disk"
 mkdir /mnt/bin
@@ -59,8 +60,7 @@ mem_diag() {
     log "meminfo: $(awk '$1 ~ /^(MemFree|MemAvailable|Inactive\(file\)|Active\(file\)|AnonPages|Mlocked):$/ { printf "%s %s ", $1, $2 }' /proc/meminfo)kB; vmstat: $(awk '$1 ~ /^(pgscan|pgsteal|allocstall|oom_kill)/ && $2 > 0 { printf "%s %s ", $1, $2 }' /proc/vmstat)"
 }
 
-printf '%s\n[fair]\nmode = "userspace"\n' "$AGENT_RULE_TOML" >/tmp/scx.toml
-start_guarded /tmp/scx.log --config /tmp/scx.toml
+start_loaded /tmp/scx.log 'mode = "userspace"'
 log "scx_express: $(readlink "/proc/$SCX_PID/exe"), $(grep VmLck "/proc/$SCX_PID/status" | tr -s ' \t' ' '), oom_score_adj $(cat "/proc/$SCX_PID/oom_score_adj")"
 locked_kb=$(awk '/^VmLck:/ { print $2 }' "/proc/$SCX_PID/status")
 [ "${locked_kb:-0}" -gt 0 ] || fail_logs "scx_express locked no memory (VmLck 0)"
@@ -90,7 +90,7 @@ stress-ng --vm 2 --vm-bytes "${load_kb}k" --vm-populate --vm-keep --timeout "${S
 stress=$!
 log "stress-ng --vm 2 --vm-bytes ${load_kb}k for ${SECS}s: MemFree $free_kb kB + per-cpu lists $pcp_kb kB - high watermark $high_kb kB + 32 MiB"
 while kill -0 "$stress" 2>/dev/null; do
-    sleep 10
+    sleep 5
     kill -0 "$stress" 2>/dev/null || break
     mem_diag
     log "reclaimed $(($(reclaimed) - r0)) pages, scx majflt $(($(majflt "$SCX_PID") - f0)), control majflt $(($(majflt "$control") - c0))"
