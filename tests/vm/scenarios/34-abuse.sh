@@ -61,6 +61,7 @@ wait_sched_state enabled 90 || { cat /tmp/scx.log; fail "scheduler did not attac
 seq0=$(enable_seq)
 log "attached: ops $(sched_ops_name)"
 
+# Room for a slow start; both are stopped once the window is measured.
 total=$((WARMUP_S + W_S + 15))
 FAKECUDA_KERNEL_US=0 taskset -c 1 /opt/w/decode --launches 10 --duration "$total" \
     >/tmp/abuser.out 2>&1 &
@@ -120,6 +121,8 @@ expect "the express lane was used ($express dispatches)" \
     "no express dispatches during the window: the budget was not exercised" \
     [ "$express" -gt 0 ]
 
+kill "$hg"                # the hog reports and exits 0 on SIGTERM
+kill -USR1 "$ab"          # the abuser ends its run (workloads/common.h)
 wait "$hg" || bad "hog exited $?"
 wait "$ab" || bad "the abuser exited $?"
 grep -E '^(tokens|tok_per_s|launcher_cpu_ms|launcher_nivcsw)=' /tmp/abuser.out | tr '\n' ' '

@@ -28,19 +28,19 @@ start_scx /tmp/scx.log --config /tmp/avoid.toml
 PLACED="classes.gpu.prev classes.gpu.llc classes.gpu.any classes.gpu.preempt"
 
 # --- Warm: an idle machine, one launcher that sleeps on every sync.
-/opt/w/decode --duration 8 >/tmp/warm.out 2>&1 &
+/opt/w/decode --duration 6 >/tmp/warm.out 2>&1 &
 dec=$!
-sleep 3 # classified, warmed up
+sleep 2 # classified, warmed up
 # Compared counters must come from one stats snapshot (see guest-lib.sh).
 stats_snapshot /tmp/s0
-sleep 4
+sleep 3
 stats_snapshot /tmp/s1
 p0=$(snap_sum /tmp/s0 classes.gpu.prev) t0=$(snap_sum /tmp/s0 "$PLACED")
 p1=$(snap_sum /tmp/s1 classes.gpu.prev) t1=$(snap_sum /tmp/s1 "$PLACED")
 wait $dec
 dp=$((p1 - p0)) dt=$((t1 - t0))
 log "express wakeups: $dt placed, $dp on the previous CPU"
-[ "$dt" -ge 100 ] || fail "only $dt express wakeups in 4 s: launcher not in the express lane?"
+[ "$dt" -ge 100 ] || fail "only $dt express wakeups in 3 s: launcher not in the express lane?"
 [ $((dp * 100)) -ge $((dt * 80)) ] || fail "previous CPU got $dp of $dt express wakeups (< 80%)"
 echo "ok: warm: $dp of $dt express wakeups ($((dp * 100 / dt))%) on the previous CPU"
 
@@ -58,7 +58,7 @@ irq_phase() {
     hog=$!
     taskset -c $HOT iperf3 -s -1 >/dev/null 2>&1 &
     sleep 0.5
-    taskset -c $HOT iperf3 -c 127.0.0.1 -t 12 -b 60M -l 1400 >/tmp/iperf.log 2>&1 &
+    taskset -c $HOT iperf3 -c 127.0.0.1 -t 10 -b 60M -l 1400 >/tmp/iperf.log 2>&1 &
     ipf=$!
     sleep 2
     log "CPU $HOT IRQ load: $(scx_stat cpus.$HOT.irq_pct)% (CPU $QUIET: $(scx_stat cpus.$QUIET.irq_pct)%)"
@@ -67,7 +67,7 @@ irq_phase() {
     # beats moving), so where it happened to start would otherwise decide
     # the phase: avoidance has to move it off CPU $HOT, and without
     # avoidance nothing does.
-    taskset -c $HOT /opt/w/decode --duration 8 >/tmp/irq.out 2>&1 &
+    taskset -c $HOT /opt/w/decode --duration 6 >/tmp/irq.out 2>&1 &
     dec=$!
     wait_until 5 grep -q '^launcher_tid=' /tmp/irq.out || fail "decode did not start"
     taskset -a -p -c $QUIET,$HOT $dec >/dev/null
@@ -102,13 +102,13 @@ all_hot_phase() {
     sleep 0.5
     ipfs=''
     for c in $QUIET $HOT; do
-        taskset -c "$c" iperf3 -c 127.0.0.1 -p "520$c" -t 9 -b 60M -l 1400 >/dev/null 2>&1 &
+        taskset -c "$c" iperf3 -c 127.0.0.1 -p "520$c" -t 8 -b 60M -l 1400 >/dev/null 2>&1 &
         ipfs="$ipfs $!"
     done
     sleep 2
     log "IRQ load: CPU $QUIET $(scx_stat cpus.$QUIET.irq_pct)%, CPU $HOT $(scx_stat cpus.$HOT.irq_pct)%"
     stats_snapshot /tmp/h0
-    taskset -c $QUIET,$HOT /opt/w/decode --duration 5 >/tmp/hot.out 2>&1
+    taskset -c $QUIET,$HOT /opt/w/decode --duration 4 >/tmp/hot.out 2>&1
     stats_snapshot /tmp/h1
     # shellcheck disable=SC2086
     wait $ipfs
