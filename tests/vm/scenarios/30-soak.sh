@@ -3,9 +3,10 @@
 # --affinity-pin` (N = vCPUs; bookworm's stress-ng 0.15 accepts every one of
 # these flags; --affinity-pin only changes the affinity stressor, which this
 # command line does not start, so it is a no-op kept to match the CI), runs
-# for SOAK_SECS (default 60) while a GPU stand-in (`decode`, classified gpu
-# by its CUDA calls) and an agent stand-in (`agent`, whose agent-loop thread
-# a comm rule makes agent) run beside it. Every 10 s (or as soon as the
+# for SOAK_SECS (default 40: four periods of the 10 s watchdog it sets,
+# fair.watchdog_ms = WATCHDOG_MS, guest-lib.sh) while a GPU stand-in
+# (`decode`, classified gpu by its CUDA calls) and an agent stand-in
+# (`agent`, whose agent-loop thread a comm rule makes agent) run beside it. Every 10 s (or as soon as the
 # scenario's shell gets the CPU again) and at the end: the
 # scheduler process is alive, sched_ext is enabled with ops express*, it was
 # never ejected (enable_seq unchanged, so not even an ejection that the
@@ -20,7 +21,7 @@
 # shellcheck source=../guest-lib.sh
 . /lib/vmtest/guest-lib.sh
 
-SOAK_SECS=${SOAK_SECS:-60}
+SOAK_SECS=${SOAK_SECS:-40}
 N=$VMTEST_SMP
 INTERVAL=10
 
@@ -33,8 +34,10 @@ progressed() {
     fail_logs "$1: the $2 made no progress since the last check"
 }
 
-echo "$AGENT_RULE_TOML" >/tmp/soak.toml
+printf '%s\n[fair]\nwatchdog_ms = %s\n' "$AGENT_RULE_TOML" "$WATCHDOG_MS" >/tmp/soak.toml
 start_guarded /tmp/scx.log --config /tmp/soak.toml --stats "$INTERVAL"
+wait_until 10 grep -q "attached (.*watchdog $WATCHDOG_MS ms)" /tmp/scx.log ||
+    fail_logs "the scheduler's log does not show watchdog $WATCHDOG_MS ms"
 log "soak ${SOAK_SECS}s on $N vCPUs"
 
 # Stand-ins run a little longer than the load, so they see all of it.
