@@ -54,7 +54,11 @@ boot() {
     local s=$1 a=$2 img="$out/.disk-$1.img" dargs=()
     if [ -n "$disk" ]; then
         rm -f "$img"
-        truncate -s "$disk" "$img"
+        # Written out, not sparse: a guest's random writes into holes make
+        # the host allocate blocks, which slowed the first disk cell of each
+        # boot 2-3x at 8 vCPUs whatever the scheduler (docs/benchmarks.md,
+        # "The scratch disk written out first").
+        head -c "$disk" /dev/zero >"$img"
         dargs=(-drive "file=$img,if=none,id=scratch,format=raw,cache=unsafe"
             -device "nvme,drive=scratch,serial=bench-scratch")
     fi
@@ -91,15 +95,35 @@ one() {
 }
 
 echo "$(uname -srm), $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)" >"$out/host.txt"
+# The host's own load, once a second, for the whole call: with several VMs
+# at once their vCPU and I/O threads can outnumber the host's CPUs, and a
+# guest's idle vCPU then waits for a host CPU when it is woken. That is the
+# emulation's cost, not the guest scheduler's; these samples tell which.
+# Columns: seconds since the start, then /proc/stat's aggregate cpu line
+# (user nice system idle iowait irq softirq steal, in USER_HZ ticks) and
+# procs_running (runnable host threads at that instant).
+host_sampler() {
+    echo "# s user nice system idle iowait irq softirq steal procs_running"
+    while :; do
+        # shellcheck disable=SC2034 # only some of the fields are printed
+        read -r _ u n sy id io irq sirq st _ </proc/stat
+        echo "$SECONDS $u $n $sy $id $io $irq $sirq $st $(sed -n 's/^procs_running //p' /proc/stat)"
+        sleep 1
+    done
+}
+host_sampler >>"$out/host-stat.txt" &
+sampler=$!
+trap 'kill "$sampler" 2>/dev/null' EXIT
 echo "runner: $# VM(s), $jobs at a time, smp=$smp mem=$mem, kernel $(cat "$B/kernel-version")" >&2
-running=0
+running=0 vms=()
 for s in "$@"; do
     one "$s" &
+    vms+=($!)
     running=$((running + 1))
     if [ "$running" -ge "$jobs" ]; then
-        wait -n
+        wait -n # the sampler never ends, so this is a VM
         running=$((running - 1))
     fi
 done
-wait
+wait "${vms[@]}"
 echo "runner: done; logs in $out" >&2
