@@ -17,7 +17,7 @@ usage: $0 SCENARIO [options]
   --file H:G          add file or directory H at G in the guest
   --env K=V           export K=V to the scenario
   --append ARGS       extra kernel command line
-  --disk SIZE         attach a scratch disk of SIZE (e.g. 1G; a zeroed raw
+  --disk SIZE         attach a scratch disk of SIZE (e.g. 1G; sparse raw
                       image, deleted after the run) as /dev/nvme0n1
   --keep-log FILE     save the console log (all attempts) to FILE
   --out-dir DIR       save files the scenario sent with export_file
@@ -153,9 +153,7 @@ qemu=(qemu-system-x86_64 -accel "tcg,thread=$tcg_thread" -cpu max
 # Scratch disk: NVMe, because the cloud kernel builds the NVMe driver in
 # while virtio-blk is a module (the initramfs carries no modules).
 if [ -n "$disk" ]; then
-    # Written out, not sparse, so that the guest's writes never wait for
-    # the host to allocate blocks (tools/bench/src/runner.sh).
-    head -c "$disk" /dev/zero >"$work/disk.img"
+    truncate -s "$disk" "$work/disk.img"
     qemu+=(-drive "file=$work/disk.img,if=none,id=scratch,format=raw,cache=unsafe"
         -device "nvme,drive=scratch,serial=vmtest-scratch")
 fi

@@ -54,11 +54,10 @@ boot() {
     local s=$1 a=$2 img="$out/.disk-$1.img" dargs=()
     if [ -n "$disk" ]; then
         rm -f "$img"
-        # Written out, not sparse: a guest's random writes into holes make
-        # the host allocate blocks, which slowed the first disk cell of each
-        # boot 2-3x at 8 vCPUs whatever the scheduler (docs/benchmarks.md,
-        # "The scratch disk written out first").
-        head -c "$disk" /dev/zero >"$img"
+        # Sparse. Written out with zeros first, it did not make the first
+        # disk cells of a boot any faster (docs/benchmarks.md, "Net and disk
+        # at 8 vCPUs, the IRQ shield on (`0045d4b`)").
+        truncate -s "$disk" "$img"
         dargs=(-drive "file=$img,if=none,id=scratch,format=raw,cache=unsafe"
             -device "nvme,drive=scratch,serial=bench-scratch")
     fi
