@@ -66,6 +66,7 @@ pub fn apply_knobs(k: &mut crate::bpf_skel::types::data_knobs, cfg: &Config, top
     k.irq_hot_pct = cfg.express.irq_hot_pct as u32;
     k.express_preempt = cfg.express.preempt;
     k.express_quiet_only = cfg.express.quiet_only;
+    k.express_avoid_slow_idle = cfg.express.avoid_slow_idle;
     for &id in topo.all_cpus.keys() {
         if id < k.deep_idle_state.len() {
             k.deep_idle_state[id] = first_deep_idle_state(id, cfg.express.deep_idle_us);

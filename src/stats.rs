@@ -155,6 +155,9 @@ stat_table! {
     deep_idle_skips: Counter Events Source::Lane(lane_stat_idx_LANE_DEEP_IDLE_SKIP),
         "deep_idle_skips",
         "Idle CPUs skipped for being in a deep idle state";
+    slow_idle_skips: Counter Events Source::Lane(lane_stat_idx_LANE_SLOW_IDLE_SKIP),
+        "slow_idle_skips",
+        "Idle CPUs skipped for having been slow to start an express task lately (express.avoid_slow_idle)";
     no_tokens: Counter Events Source::Lane(lane_stat_idx_LANE_NO_TOKENS), "budget_exhausted",
         "Budget exhaustions: express tasks out of tokens";
     class_cap: Counter Events Source::Lane(lane_stat_idx_LANE_CLASS_CAP), "class_cap",
@@ -216,6 +219,9 @@ stat_table! {
         "Holds not started because every other CPU was held (one always stays for the rest)";
     hold_long: Counter Events Source::Lane(lane_stat_idx_LANE_HOLD_LONG), "express_hold_long",
         "Holds not started because the task's sleeps average over classes.*.hold_us";
+    hold_slow_idle: Counter Events Source::Lane(lane_stat_idx_LANE_HOLD_SLOW_IDLE),
+        "express_hold_slow_idle",
+        "Holds not started because the CPU was slow to start an express task lately (express.avoid_slow_idle)";
     wakeups: Counter Events Source::Lat(lat_stat_idx_LAT_WAKEUPS), "wakeups",
         "Wakeups of the class's tasks measured, wakeup to running, by either lane";
     over_target: Counter Events Source::Lat(lat_stat_idx_LAT_OVER_TARGET), "wakeups_over_target",

@@ -13,7 +13,11 @@
  * cpuidle stateN/latency) exceeds the configured limit; a CPU at or past it
  * is deep-idle. Without a cpuidle driver nothing is deep.
  *
- * Both are kept in struct cpu_ctx (ctx.bpf.c), beside what the two lanes
+ * Start from idle (opt-in, express.avoid_slow_idle): an idle CPU that an
+ * express task waited over 1 ms to start on, with nothing else in the way,
+ * is slow-idle for a while after (set in placement.bpf.c, slow_start()).
+ *
+ * All are kept in struct cpu_ctx (ctx.bpf.c), beside what the two lanes
  * keep per CPU.
  */
 #include "express.bpf.h"
@@ -66,6 +70,38 @@ __hidden bool cpu_deep_idle(s32 cpu)
 		return false;
 	state = cc->idle_state;
 	return state >= 0 && state >= deep_idle_state[cpu];
+}
+
+/*
+ * express.avoid_slow_idle: an idle CPU that lately took over 1 ms to start
+ * an express task sent to it, with no IRQs in the way (slow_idle in the
+ * stats; placement.bpf.c, slow_start()), is passed over by placement's
+ * steps 0-3 and starts no hold (hold.bpf.c) for SLOW_IDLE_AVOID_NS.
+ * Natively an idle CPU starts in microseconds (deep states aside:
+ * deep_idle_us), so this never fires. In a VM an idle vCPU is a host
+ * thread asleep, and a host whose CPUs are shared can take milliseconds
+ * to run it again, while a busy vCPU is running already: there a
+ * preemption (step 4) starts the task sooner. Off by default: measured
+ * only under TCG, where the agent stand-in's p99 followed these waits
+ * (docs/benchmarks.md, "Net and disk at 8 vCPUs, the IRQ shield on").
+ */
+KNOB bool express_avoid_slow_idle = false;
+
+/*
+ * How long such a CPU is passed over: tens of an agent's steps, so that
+ * one slow start costs a few tens of preemptions (~100 us each under TCG,
+ * us natively) rather than a wait per step, and short enough that a host
+ * that calms down gets its idle CPUs back within a fraction of a second.
+ */
+#define SLOW_IDLE_AVOID_NS (100 * NSEC_PER_MSEC)
+
+__hidden bool cpu_slow_idle(s32 cpu, u64 now)
+{
+	struct cpu_ctx *cc;
+
+	if (!express_avoid_slow_idle || !(cc = cpu_ctx_of(cpu)) || !cc->slow_idle_ns)
+		return false;
+	return time_before(now, cc->slow_idle_ns + SLOW_IDLE_AVOID_NS);
 }
 
 __hidden u32 cpu_llc_of(s32 cpu)

@@ -65,6 +65,7 @@ bool class_holds(u32 class);
 /* ---- CPU quality (cpu_quality.bpf.c) ---- */
 bool cpu_irq_hot(s32 cpu, u64 now);
 bool cpu_deep_idle(s32 cpu);
+bool cpu_slow_idle(s32 cpu, u64 now);
 u32 cpu_llc_of(s32 cpu);
 
 /* ---- Express placement (placement.bpf.c) ---- */

@@ -111,6 +111,8 @@ enum lane_stat_idx {
 	LANE_SLOW_IRQ,	     /* of waits over 1 ms, half or more in IRQs on that CPU */
 	LANE_SLOW_BEHIND,    /* of the others, behind other tasks that ran there first */
 	LANE_SLOW_IDLE,	     /* of the others, the CPU ran nothing: slow to start running */
+	LANE_SLOW_IDLE_SKIP, /* idle CPUs passed over: slow to start lately */
+	LANE_HOLD_SLOW_IDLE, /* holds not started: the CPU was slow to start lately */
 	NR_LANE_STATS,
 };
 
@@ -167,6 +169,8 @@ struct cpu_ctx {
 	s32 hold_partner;	  /* the task it last woke synchronously: may run there */
 	u32 rt_held;		  /* an RT task took it (ops.cpu_release) and its last
 				     ops.dispatch() still saw one waiting (main.bpf.c) */
+	u64 slow_idle_ns;	  /* an express task last waited over 1 ms to start here
+				     from idle at (placement.bpf.c, slow_start()) */
 };
 
 /* Task classes. Every classification source writes one of these. */

@@ -161,6 +161,10 @@ static bool good_idle(struct task_struct *p, const struct cpumask *idle, s32 cpu
 		lane_stat_inc(pk->class, LANE_DEEP_IDLE_SKIP);
 		return false;
 	}
+	if (cpu_slow_idle(cpu, pk->now)) {
+		lane_stat_inc(pk->class, LANE_SLOW_IDLE_SKIP);
+		return false;
+	}
 	return true;
 }
 
@@ -708,8 +712,10 @@ static void slow_start(const struct task_ctx *tctx, struct cpu_ctx *cc, u64 wait
 	/* A run going on at the dispatch, or one started since, is one not ended then. */
 	else if (cc->runs != tctx->queued_stops)
 		lane_stat_inc(tctx->lane_class, LANE_SLOW_BEHIND);
-	else
+	else {
 		lane_stat_inc(tctx->lane_class, LANE_SLOW_IDLE);
+		cc->slow_idle_ns = bpf_ktime_get_ns();
+	}
 }
 
 __hidden void express_lane_running(struct task_ctx *tctx, struct cpu_ctx *cc)
