@@ -7,8 +7,9 @@
  * (step 0); without it, step 0 is skipped.
  *
  * Only tasks of an enabled express class with tokens get here (budget.bpf.c).
- * A CPU is *good* if the task may run there, it is IRQ-quiet and not in a
- * deep idle state (cpu_quality.bpf.c). Order of preference:
+ * A CPU is *good* if the task may run there, it is IRQ-quiet, not in a
+ * deep idle state and, with express.avoid_slow_idle, not slow to start
+ * from idle lately (cpu_quality.bpf.c). Order of preference:
  *   1. the previous CPU, if idle and good (warm caches);
  *   2. an idle good CPU in the same LLC;
  *   3. any idle good CPU;
