@@ -407,6 +407,8 @@ pub const LANE_COUNTERS: &[(&str, &str)] = &[
     ("classes.{c}.slow_irq", "lane_slow_irq"),
     ("classes.{c}.slow_behind", "lane_slow_behind"),
     ("classes.{c}.slow_idle", "lane_slow_idle"),
+    ("classes.{c}.slow_idle_skips", "lane_slow_idle_skips"),
+    ("classes.{c}.hold_slow_idle", "lane_hold_slow_idle"),
     ("classes.{c}.lost_cpu", "lane_lost_cpu"),
     ("classes.{c}.cut_short", "lane_cut_short"),
     ("classes.{c}.run_us", "lane_run_us"),

@@ -514,6 +514,8 @@ const LANE_COLUMNS: &[(&str, &str)] = &[
     ("lane_slow_irq", "(in IRQs)"),
     ("lane_slow_behind", "(behind tasks)"),
     ("lane_slow_idle", "(CPU ran nothing)"),
+    ("lane_slow_idle_skips", "slow-idle skipped"),
+    ("lane_hold_slow_idle", "holds refused (slow idle)"),
     ("lane_lost_cpu", "lost CPU"),
     ("lane_cut_short", "cut short"),
     ("lane_run_us", "ran in lane (µs)"),
