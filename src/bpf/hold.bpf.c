@@ -385,14 +385,6 @@ __hidden void hold_start(struct task_struct *p, struct task_ctx *tctx, s32 cpu, 
 	}
 	if (2 * avg < ns)
 		ns = 2 * avg;
-	/*
-	 * Held, this CPU is where its wakeup goes: not one that was slow to
-	 * start from idle lately (express.avoid_slow_idle, placement.bpf.c).
-	 */
-	if (cpu_slow_idle(cpu, now)) {
-		lane_stat_inc(class, LANE_HOLD_SLOW_IDLE);
-		return;
-	}
 	/* The window opens this long from now (header comment); below ns. */
 	early = 2 * tctx->sleep_dev_ns + avg / 8;
 	early = avg > early ? avg - early : 0;
@@ -411,6 +403,14 @@ __hidden void hold_start(struct task_struct *p, struct task_ctx *tctx, s32 cpu, 
 	}
 	if (partner_waiting(tctx)) {
 		lane_stat_inc(class, LANE_HOLD_PARTNER);
+		return;
+	}
+	/*
+	 * Held, this CPU is where its wakeup goes: not one that was slow to
+	 * start from idle lately (express.avoid_slow_idle, cpu_quality.bpf.c).
+	 */
+	if (cpu_slow_idle(cpu, now)) {
+		lane_stat_inc(class, LANE_HOLD_SLOW_IDLE);
 		return;
 	}
 	/* hold_whole: the window opens at once (header comment). */
