@@ -104,7 +104,6 @@ echo "$(uname -srm), $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /p
 host_sampler() {
     echo "# s user nice system idle iowait irq softirq steal procs_running"
     while :; do
-        # shellcheck disable=SC2034 # only some of the fields are printed
         read -r _ u n sy id io irq sirq st _ </proc/stat
         echo "$SECONDS $u $n $sy $id $io $irq $sirq $st $(sed -n 's/^procs_running //p' /proc/stat)"
         sleep 1
