@@ -51,6 +51,8 @@ typedef CUresult (*memcpy_fn)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
 typedef CUresult (*init_fn)(unsigned);
 typedef void (*config_fn)(unsigned long long *, unsigned long long *,
 			  unsigned long long *);
+typedef void (*late_fn)(unsigned long long *, unsigned long long *,
+			unsigned long long *);
 
 #ifdef DECODE_DLOPEN_ONLY
 #define LINKED(fn) NULL
@@ -100,6 +102,22 @@ static struct {
 static const struct api *launch_api, *sync_api;
 static fnptr launch_ptr, sync_ptr;
 static unsigned long long cfg_iters, cfg_kernel_us, cfg_nodes;
+/* fakecuda_sync_late(), when the library has it (only the fake one does). */
+static late_fn sync_late;
+
+/* The sleeping syncs' lateness counters at one moment (fakecuda.c). */
+struct late {
+	unsigned long long n, ns, over_1ms;
+};
+
+static struct late late_now(void)
+{
+	struct late l = { 0, 0, 0 };
+
+	if (sync_late)
+		sync_late(&l.n, &l.ns, &l.over_1ms);
+	return l;
+}
 
 struct helper {
 	uint64_t iters;			/* updated with relaxed atomics */
@@ -254,6 +272,8 @@ static void setup_cuda(void)
 #else
 	init_fn init = cuInit;
 	config_fn config = fakecuda_config;
+
+	sync_late = fakecuda_sync_late;
 #endif
 
 	if (opt.dlopen) {
@@ -267,6 +287,7 @@ static void setup_cuda(void)
 		}
 		init = (init_fn)dlsym(h, "cuInit");
 		config = (config_fn)dlsym(h, "fakecuda_config");
+		sync_late = (late_fn)dlsym(h, "fakecuda_sync_late");
 		printf("dlopen_done_ms=%.1f\n", (now_ns() - t0) / 1e6);
 		fflush(stdout);
 	}
@@ -352,8 +373,12 @@ static void *helper_main(void *arg)
 
 static void report(const struct samples *lat, double secs, pid_t tid,
 		   const struct rusage *r0, const struct rusage *r1,
-		   double helper_ips)
+		   double helper_ips, struct late l0, struct late l1)
 {
+	/* Sleeping syncs in the measured seconds, and how late they woke. */
+	unsigned long long late_n = l1.n - l0.n;
+	unsigned long long late_1ms = l1.over_1ms - l0.over_1ms;
+	double late_mean_us = late_n ? (l1.ns - l0.ns) / 1e3 / late_n : 0;
 	double tps = secs > 0 ? lat->n / secs : 0;
 	unsigned long long launches = lat->n * opt.launches;
 	unsigned long long kernels = launch_api->sig == S_GRAPH ?
@@ -375,14 +400,15 @@ static void report(const struct samples *lat, double secs, pid_t tid,
 		       "\"launcher_nvcsw\":%ld,\"launcher_nivcsw\":%ld,"
 		       "\"launcher_cpu_ms\":%.1f,\"helpers\":%llu,"
 		       "\"helper_iters_per_s\":%.0f,\"launch_iters\":%llu,"
-		       "\"kernel_us\":%llu}\n",
+		       "\"kernel_us\":%llu,\"sync_sleeps\":%llu,"
+		       "\"sync_late_mean_us\":%.1f,\"sync_late_over_1ms\":%llu}\n",
 		       opt.dlopen ? "dlopen" : "linked", getpid(), getpid(), tid,
 		       opt.launcher_name, launch_api->name, sync_api->name,
 		       lat->n, secs, tps, samples_pct_us(lat, 0.50),
 		       samples_pct_us(lat, 0.99), samples_pct_us(lat, 1.0),
 		       samples_mean_us(lat), launches, opt.launches, gpu_busy,
 		       nvcsw, nivcsw, cpu_ms, opt.helpers, helper_ips,
-		       cfg_iters, cfg_kernel_us);
+		       cfg_iters, cfg_kernel_us, late_n, late_mean_us, late_1ms);
 	} else {
 		printf("mode=%s\npid=%d\nmain_tid=%d\nlauncher_tid=%d\n"
 		       "launch_fn=%s\nsync_fn=%s\ntokens=%zu\nduration_s=%.3f\n"
@@ -391,13 +417,14 @@ static void report(const struct samples *lat, double secs, pid_t tid,
 		       "launcher_nvcsw=%ld\nlauncher_nivcsw=%ld\n"
 		       "launcher_cpu_ms=%.1f\nhelpers=%llu\n"
 		       "helper_iters_per_s=%.0f\nlaunch_iters=%llu\n"
-		       "kernel_us=%llu\n",
+		       "kernel_us=%llu\nsync_sleeps=%llu\n"
+		       "sync_late_mean_us=%.1f\nsync_late_over_1ms=%llu\n",
 		       opt.dlopen ? "dlopen" : "linked", getpid(), getpid(), tid,
 		       launch_api->name, sync_api->name, lat->n, secs, tps,
 		       samples_pct_us(lat, 0.50), samples_pct_us(lat, 0.99),
 		       samples_pct_us(lat, 1.0), samples_mean_us(lat), launches,
 		       gpu_busy, nvcsw, nivcsw, cpu_ms, opt.helpers, helper_ips,
-		       cfg_iters, cfg_kernel_us);
+		       cfg_iters, cfg_kernel_us, late_n, late_mean_us, late_1ms);
 	}
 	fflush(stdout);
 }
@@ -426,6 +453,7 @@ static void *launcher_main(void *arg)
 	pid_t tid = gettid();
 	struct samples lat = { 0 };
 	struct rusage r0, r1;
+	struct late l0, l1;
 	uint64_t t0, t1, h0, end_ns;
 
 	(void)arg;
@@ -440,6 +468,7 @@ static void *launcher_main(void *arg)
 
 	getrusage(RUSAGE_THREAD, &r0);
 	h0 = helper_total();
+	l0 = late_now();
 	t0 = now_ns();
 	end_ns = opt.duration > 0 ? t0 + (uint64_t)(opt.duration * 1e9) : 0;
 	for (;;) {
@@ -452,11 +481,12 @@ static void *launcher_main(void *arg)
 			break;
 	}
 	t1 = now_ns();
+	l1 = late_now();
 	getrusage(RUSAGE_THREAD, &r1);
 
 	samples_sort(&lat);
 	report(&lat, (t1 - t0) / 1e9, tid, &r0, &r1,
-	       (helper_total() - h0) / ((t1 - t0) / 1e9));
+	       (helper_total() - h0) / ((t1 - t0) / 1e9), l0, l1);
 	free(lat.v);
 
 	if (opt.linger > 0) {

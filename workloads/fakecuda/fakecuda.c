@@ -49,6 +49,17 @@ static uint64_t graph_nodes = DEFAULT_GRAPH_NODES;
 static int spin_sync;			/* FAKECUDA_SYNC=spin */
 
 static uint64_t busy_until;		/* ns, CLOCK_MONOTONIC; atomics only */
+
+/*
+ * How late the sleeping syncs come back: now - busy_until after each
+ * clock_nanosleep(). The lateness is the timer's delivery plus the wait
+ * from the wakeup to running, the second of which a scheduler's own
+ * counters see (scx_express: wait_us per class) and the first of which no
+ * scheduler does. Natively tens of us (timer slack 50 us); under TCG, a
+ * vCPU the host is slow to run makes it milliseconds. fakecuda_sync_late()
+ * reports it (counters since the start: a caller takes differences).
+ */
+static uint64_t late_n, late_ns, late_over_1ms;
 static volatile uint64_t sink;		/* consumes spin results */
 
 /* Per-entry-point call counters: also make every exported body distinct. */
@@ -101,7 +112,7 @@ static __attribute__((noinline)) void do_launch(uint64_t nkernels, uint64_t seed
 /* Block until the fake GPU has drained everything queued so far. */
 static __attribute__((noinline)) void do_sync(void)
 {
-	uint64_t until = __atomic_load_n(&busy_until, __ATOMIC_RELAXED);
+	uint64_t until = __atomic_load_n(&busy_until, __ATOMIC_RELAXED), late;
 	struct timespec ts = { .tv_sec = until / 1000000000ull,
 			       .tv_nsec = until % 1000000000ull };
 
@@ -114,6 +125,22 @@ static __attribute__((noinline)) void do_sync(void)
 	}
 	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
 		;
+	late = now_ns() - until;
+	__atomic_fetch_add(&late_n, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&late_ns, late, __ATOMIC_RELAXED);
+	if (late > 1000000ull)
+		__atomic_fetch_add(&late_over_1ms, 1, __ATOMIC_RELAXED);
+}
+
+EXPORT void fakecuda_sync_late(unsigned long long *n, unsigned long long *total_ns,
+			       unsigned long long *over_1ms)
+{
+	if (n)
+		*n = __atomic_load_n(&late_n, __ATOMIC_RELAXED);
+	if (total_ns)
+		*total_ns = __atomic_load_n(&late_ns, __ATOMIC_RELAXED);
+	if (over_1ms)
+		*over_1ms = __atomic_load_n(&late_over_1ms, __ATOMIC_RELAXED);
 }
 
 EXPORT void fakecuda_config(unsigned long long *iters, unsigned long long *kus,

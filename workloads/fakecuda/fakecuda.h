@@ -57,6 +57,12 @@ void fakecuda_config(unsigned long long *launch_iters,
 		     unsigned long long *kernel_us,
 		     unsigned long long *graph_nodes);
 
+/* Not CUDA: the sleeping syncs so far (a spinning sync is not counted):
+ * how many, their lateness past the fake GPU's end in all, and how many
+ * came back over 1 ms late. */
+void fakecuda_sync_late(unsigned long long *n, unsigned long long *total_ns,
+			unsigned long long *over_1ms);
+
 #ifdef __cplusplus
 }
 #endif

@@ -146,6 +146,13 @@ pub fn decode(text: &str, m: &mut BTreeMap<String, f64>) -> Result<()> {
     if num(&v, "helpers")? > 0.0 {
         m.insert("helper_iters_s".into(), num(&v, "helper_iters_per_s")?);
     }
+    // How late the sleeping syncs woke past the fake GPU's end: the timer's
+    // delivery plus the wait to run (fakecuda.c). Absent in logs from
+    // before the stand-in counted it.
+    if num(&v, "sync_sleeps").is_ok_and(|n| n > 0.0) {
+        m.insert("sync_late_mean_us".into(), num(&v, "sync_late_mean_us")?);
+        m.insert("sync_late_over_1ms".into(), num(&v, "sync_late_over_1ms")?);
+    }
     Ok(())
 }
 
@@ -623,7 +630,7 @@ fn r_err(errors: &mut Vec<String>, e: anyhow::Error) {
 pub mod tests {
     use super::*;
 
-    pub const DECODE: &str = "launcher_tid=77\n{\"workload\":\"decode\",\"tok_per_s\":412.5,\"p50_us\":2100.0,\"p99_us\":3900.5,\"launches\":20000,\"launcher_nvcsw\":300,\"launcher_nivcsw\":100,\"gpu_busy_frac\":0.9,\"helpers\":2,\"helper_iters_per_s\":5e8}\n";
+    pub const DECODE: &str = "launcher_tid=77\n{\"workload\":\"decode\",\"tok_per_s\":412.5,\"p50_us\":2100.0,\"p99_us\":3900.5,\"launches\":20000,\"launcher_nvcsw\":300,\"launcher_nivcsw\":100,\"gpu_busy_frac\":0.9,\"helpers\":2,\"helper_iters_per_s\":5e8,\"sync_sleeps\":200,\"sync_late_mean_us\":850.5,\"sync_late_over_1ms\":12}\n";
     pub const AGENT: &str = "agent_tid=80\n{\"steps_per_s\":400,\"tail_p50_us\":60,\"tail_p99_us\":900,\"tail_p999_us\":4000,\"tail_max_us\":5000,\"agent_nvcsw\":1,\"agent_nivcsw\":2,\"burst_cpu_p50_us\":210.5,\"tail_over_1ms\":7,\"tail_over_1ms_server\":2,\"tail_over_1ms_server_off_cpu\":1,\"tail_cdf\":[[0.5,60.0],[0.99,900.0],[1,5000.0]]}\n";
     pub const CYC: &str = r#"{"thread":{"0":{"histogram":{"10":50,"20":45,"300":4},"cycles":100,"min":10,"max":9000,"avg":30.5}}}"#;
     pub const STRESS: &str = "metrics:\n    - stressor: cpu\n      bogo-ops: 5855\n      bogo-ops-per-second-real-time: 2927.5\n";
@@ -637,6 +644,12 @@ pub mod tests {
         assert_eq!(m["tok_s"], 412.5);
         assert_eq!(m["sched_per_1k"], 20.0);
         assert_eq!(m["helper_iters_s"], 5e8);
+        assert_eq!(m["sync_late_mean_us"], 850.5);
+        assert_eq!(m["sync_late_over_1ms"], 12.0);
+        // A log from before the stand-in counted its syncs' lateness.
+        let mut old = BTreeMap::new();
+        decode(&DECODE.replace(",\"sync_sleeps\":200", ""), &mut old).unwrap();
+        assert!(!old.contains_key("sync_late_mean_us"));
         assert!(decode("launcher_tid=1\n", &mut m).is_err());
     }
 
