@@ -84,8 +84,8 @@ __hidden bool cpu_deep_idle(s32 cpu)
  * preemption (step 4) starts the task sooner. Off by default: measured
  * only under TCG, where the agent stand-in's p99 followed these waits
  * (docs/benchmarks.md, "Net and disk at 8 vCPUs, the IRQ shield on"),
- * and where turning it on moved those misses without removing them, at
- * up to ~1,700 skipped idle CPUs a second under disk load
+ * and where turning it on moved those misses without removing them,
+ * passing over idle CPUs by the thousand a second under disk load
  * (docs/benchmarks.md, "express.avoid_slow_idle at 8 vCPUs").
  */
 KNOB bool express_avoid_slow_idle = false;

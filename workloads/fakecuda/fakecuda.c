@@ -55,8 +55,9 @@ static uint64_t busy_until;		/* ns, CLOCK_MONOTONIC; atomics only */
  * clock_nanosleep(). The lateness is the timer's delivery plus the wait
  * from the wakeup to running, the second of which a scheduler's own
  * counters see (scx_express: wait_us per class) and the first of which no
- * scheduler does. Natively tens of us (timer slack 50 us); under TCG, a
- * vCPU the host is slow to run makes it milliseconds. fakecuda_sync_late()
+ * scheduler does. Natively ~0.1 ms (the timer slack's 50 us and the
+ * wakeup); under TCG, a vCPU the host is slow to run makes it
+ * milliseconds. fakecuda_sync_late()
  * reports it (counters since the start: a caller takes differences).
  */
 static uint64_t late_n, late_ns, late_over_1ms;
