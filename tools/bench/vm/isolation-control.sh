@@ -37,8 +37,17 @@
 # (VARIANT-clean, ... for a variant other than scx_express)
 # A variant is a binary's name (one added with bundle.sh's --bin runs in
 # place of scx_express) with an optional @nohold (classes.agent.hold_us = 0),
-# @whole (classes.agent.hold_whole = true, the default since 1af0c52) or
-# @windows (hold_whole = false: holds from the expected return only).
+# @whole (classes.agent.hold_whole = true, the default since 1af0c52),
+# @windows (hold_whole = false: holds from the expected return only) or
+# @shield (express.irq_shield = true, as the bench's net and disk runs).
+# NOISE=net puts the bench's net noise in the hogs' place: loopback
+# iperf3, one client and one server with 10 streams, both pinned where the
+# hogs would be (its receive path runs in softirq on the sender's CPU,
+# so pinning the pair keeps that work off A too). The phase names keep
+# "cpu4x" and "hogs". With NICE=1 each EEVDF round adds
+#   nice-on-a     agent and server pinned to A under nice -n -10, the
+#                 noise anywhere: the bench's eevdf-nice
+# so that the lane's phases can be read against nice's co-location.
 # One line per run: p50/p99 of the local tail (us), the think step's CPU
 # time (burst_us: fixed work, so a rise means the vCPU ran code slower),
 # and of the steps over 1 ms those where the server's write took over half;
@@ -55,7 +64,8 @@
 #   ... --env EEVDF=0                              # the express phases only
 #   ... --env MIRROR=1                             # the ideal placement mirrored
 #   ... --env RESIDUE=1                            # hogs re-pinned at the first step
-# vmtest: smp=2 timeout=900 bins=target/release/scx_express,/usr/bin/stress-ng
+#   ... --env NOISE=net NICE=1 VARIANTS=scx_express@shield SPLIT=1   # net noise
+# vmtest: smp=2 timeout=900 bins=target/release/scx_express,/usr/bin/stress-ng,/usr/bin/iperf3,/usr/bin/nice
 # vmtest: files=workloads/build:/opt/w
 # shellcheck source=../../../tests/vm/guest-lib.sh
 . /lib/vmtest/guest-lib.sh
@@ -67,6 +77,8 @@ SPLIT=${SPLIT:-0}
 EEVDF=${EEVDF:-1}
 MIRROR=${MIRROR:-0}
 RESIDUE=${RESIDUE:-0}
+NOISE=${NOISE:-cpu4x}
+NICE=${NICE:-0}
 N=$VMTEST_SMP
 na=$((N / 4))
 [ "$na" -ge 1 ] || na=1
@@ -75,19 +87,30 @@ B="$na-$((N - 1))"
 A_LAST="$((N - na))-$((N - 1))"
 B_LAST="0-$((N - na - 1))"
 [ "$N" -gt 1 ] || fail "needs 2 vCPUs or more (the hogs need CPUs of their own)"
+case $NOISE in
+cpu4x) ;;
+net) [ "$RESIDUE" != 1 ] || fail "RESIDUE=1 re-pins stress-ng's workers: NOISE=cpu4x only" ;;
+*) fail "NOISE=$NOISE: cpu4x or net" ;;
+esac
 
 # num KEY: KEY's number in the agent's JSON (guest-lib's json_num).
 num() { json_num /tmp/agent.out "$1"; }
 
-# hogs CPUS: 4 stress-ng CPU hogs per vCPU, on CPUS ("" = anywhere), for one
-# run plus its warmup and marking; their pid in $hp.
+# hogs CPUS: the noise on CPUS ("" = anywhere) for one run plus its warmup
+# and marking: 4 stress-ng CPU hogs per vCPU, or with NOISE=net an iperf3
+# server (one test, -1) and its client. The pid to stop in $hp (the
+# server ends with its client).
+port=5300
 hogs() {
-    _cpus=$1
-    set -- stress-ng --cpu $((4 * N)) --cpu-method fft -t $((DUR + 8))
-    if [ -n "$_cpus" ]; then
-        taskset -c "$_cpus" "$@" >/dev/null 2>&1 &
+    _pin=''
+    [ -z "$1" ] || _pin="taskset -c $1"
+    if [ "$NOISE" = net ]; then
+        port=$((port + 1))
+        $_pin iperf3 -s -1 -p "$port" >/dev/null 2>&1 &
+        sleep 0.5
+        $_pin iperf3 -c 127.0.0.1 -p "$port" -P 10 -t $((DUR + 8)) >/dev/null 2>&1 &
     else
-        "$@" >/dev/null 2>&1 &
+        $_pin stress-ng --cpu $((4 * N)) --cpu-method fft -t $((DUR + 8)) >/dev/null 2>&1 &
     fi
     hp=$!
     sleep 1
@@ -128,7 +151,8 @@ cpu_snapshot() {
 
 # run PHASE AGENT_CPUS HOG_CPUS MARK [REPIN]: one agent run. CPUS "" =
 # unpinned, HOG_CPUS "-" = no hogs; MARK=1 marks the loop and the server
-# `agent`; REPIN: the hogs' CPUs from the first step on.
+# `agent`; REPIN: the hogs' CPUs from the first step on. $AGENT_NICE, if
+# set, is the agent's nice value.
 run() {
     hp=''
     [ "$3" = - ] || hogs "$3"
@@ -136,7 +160,11 @@ run() {
     [ -n "$cpus" ] || cpus="0-$((N - 1))"
     mark=$4 repin=${5:-}
     AGENT_GO_HOOK=go_hook
-    agent_once "$4" "$DUR" taskset -c "$cpus"
+    if [ -n "${AGENT_NICE:-}" ]; then
+        agent_once "$4" "$DUR" taskset -c "$cpus" nice -n "$AGENT_NICE"
+    else
+        agent_once "$4" "$DUR" taskset -c "$cpus"
+    fi
     cpu_snapshot 1
     echo "isolation: phase=$1 steps=$(num steps) p50_us=$(num tail_p50_us)" \
         "p99_us=$(num tail_p99_us) burst_us=$(num burst_cpu_p50_us)" \
@@ -205,7 +233,7 @@ lane_line() {
     echo "lane: phase=$1$_l"
 }
 
-log "isolation: $N vCPUs, agent CPUs A=$A, hog CPUs B=$B, $REPS rounds of $DUR s"
+log "isolation: $N vCPUs, agent CPUs A=$A, hog CPUs B=$B, noise $NOISE, $REPS rounds of $DUR s"
 r=0
 [ "$EEVDF" = 1 ] || r=$REPS
 while [ "$r" -lt "$REPS" ]; do
@@ -213,6 +241,7 @@ while [ "$r" -lt "$REPS" ]; do
     run clean-pinned "$A" - 0
     run hogs-away "$A" "$B" 0
     run cpu4x '' '' 0
+    [ "$NICE" != 1 ] || AGENT_NICE=-10 run nice-on-a "$A" '' 0
     r=$((r + 1))
 done
 # A variant runs through start_scx's SCX_BIN; `scx_express stats` reads
@@ -225,6 +254,7 @@ for variant in $(echo "$VARIANTS" | tr , " "); do
     *@nohold) printf '[classes.agent]\nhold_us = 0\n' >/tmp/variant.toml ;;
     *@whole) printf '[classes.agent]\nhold_whole = true\n' >/tmp/variant.toml ;;
     *@windows) printf '[classes.agent]\nhold_whole = false\n' >/tmp/variant.toml ;;
+    *@shield) printf '[express]\nirq_shield = true\n' >/tmp/variant.toml ;;
     *@*) fail "unknown variant option in $variant" ;;
     esac
     # Phase names: express-clean for the default build, else VARIANT-clean.
