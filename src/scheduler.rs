@@ -312,7 +312,9 @@ impl<'a> Scheduler<'a> {
         apply_knobs(knobs, cfg, &topo);
         apply_shield_knobs(knobs, shielded);
         if shielded.is_empty() {
-            skel.progs.express_bio_queue.set_autoload(false); // no shield: cost for nothing
+            // No shield: the I/O rule's stamps would cost for nothing.
+            skel.progs.express_bio_queue.set_autoload(false);
+            skel.progs.express_net_queue.set_autoload(false);
         }
         // In range (src/config/ranges.rs), so it fits the kernel's u32.
         skel.struct_ops.express_ops_mut().timeout_ms = cfg.fair.watchdog_ms as u32;

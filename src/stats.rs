@@ -302,7 +302,7 @@ stat_table! {
     fair_starved: Counter Events Source::Bpf(stat_idx_STAT_FAIR_STARVED), "fair_starved",
         "Queued fair-path tasks the starvation guard ran out of deadline order";
     io_kept_off: Counter Events Source::Bpf(stat_idx_STAT_IO_KEPT_OFF), "io_kept_off",
-        "Placements moving, and picks passing over, a task that submits block I/O off a shielded CPU in use (express.irq_shield)";
+        "Placements moving, and picks passing over, a task that submits block I/O or sends packets off a shielded CPU in use (express.irq_shield)";
     fair_sync_waker: Counter Events Source::Bpf(stat_idx_STAT_FAIR_SYNC_WAKER), "fair_sync_waker",
         "Synchronous fair-path wakeups queued on their waker's CPU, to run when it sleeps";
     user_lag_max_us: Gauge Us Source::User, "user_lag_max_us",

@@ -68,7 +68,7 @@ enum stat_idx {
 	STAT_FAIR_CHARGED_NS,	 /* CPU time the BPF fair policy charged to vruntime (ns) */
 	STAT_FAIR_FORGIVEN_NS,	 /* of it, CPU time dropped at the debt bound (ns) */
 	STAT_FAIR_STARVED,	 /* queued fair tasks run out of order after STARVE_NS */
-	STAT_IO_KEPT_OFF,	 /* block-I/O tasks kept off a shielded CPU (irq_shield) */
+	STAT_IO_KEPT_OFF,	 /* block- and net-I/O tasks kept off a shielded CPU (irq_shield) */
 	STAT_FAIR_SYNC_WAKER,	 /* synchronous fair wakeups queued on their waker's CPU */
 	NR_EXPRESS_STATS,
 };
@@ -232,7 +232,7 @@ struct task_ctx {
 	u32 tenant;	       /* tenant index + 1 at its last resolution, 0: none */
 	u32 wake_class;	       /* class it woke up as (wake_ns valid) */
 	u64 wake_ns;	       /* express-class wakeup at, 0 once running */
-	u64 io_submit_ns;      /* last block I/O it submitted, with irq_shield only */
+	u64 io_submit_ns;      /* last block I/O or packet it sent, with irq_shield only */
 	u64 sleep_start_ns;    /* an express run went to sleep at, 0: awake (hold.bpf.c) */
 	u64 sleep_avg_ns;      /* its sleeps' moving average (hold.bpf.c) */
 	u64 sleep_dev_ns;      /* their moving mean deviation from that average */

@@ -30,9 +30,10 @@
  * wakeups never wait for the userspace round trip. With nowhere to go
  * (express_quiet_only) it takes the fair path.
  *
- * With the shield, tasks that submit block I/O are also kept off the
- * shielded CPUs an express task is using (io_task(), below): the IRQs of
- * their I/O completions are the ones the shield cannot move.
+ * With the shield, tasks that submit block I/O or send network packets
+ * are also kept off the shielded CPUs an express task is using
+ * (io_task(), below): the IRQs of their completions, and the softirq
+ * work of a loopback or veth receive, are what the shield cannot move.
  */
 #include "express.bpf.h"
 
@@ -334,7 +335,7 @@ static s32 pick_shielded(struct task_struct *p, const struct cpumask *idle, stru
 }
 
 /*
- * ---- Block I/O off the shielded CPUs (express.irq_shield) ----
+ * ---- Block and network I/O off the shielded CPUs (express.irq_shield) ----
  *
  * A multi-queue block device (NVMe) has one queue per CPU, and each
  * queue's completion IRQ is managed: the kernel keeps it on that CPU, so
@@ -355,7 +356,7 @@ static s32 pick_shielded(struct task_struct *p, const struct cpumask *idle, stru
  * the pick from the shared DSQ (fair_pick()).
  */
 
-/* A task that submitted block I/O this long ago still counts as one. */
+/* A task that submitted block I/O or sent a packet this long ago still counts as one. */
 #define IO_TASK_NS     (100 * NSEC_PER_MSEC)
 /* A shielded CPU counts as in use this long after its last express run. */
 #define EXPRESS_CPU_NS (100 * NSEC_PER_MSEC)
@@ -380,7 +381,46 @@ int BPF_PROG(express_bio_queue, struct bio *bio)
 }
 
 /*
- * @p submitted block I/O lately and may run on an unshielded CPU. Without
+ * Every packet queued to a network device, in the sender's context. A
+ * loopback or veth transmit (containers talking on one host) runs its
+ * receiver's protocol work in softirq on the sender's CPU at once
+ * (netif_rx() to the backlog, processed at the sender's
+ * local_bh_enable()), so a heavy sender brings that work to its CPU as a
+ * block submitter brings its completions: in the bench's loopback iperf3
+ * under TCG, on the order of 100 µs of softirq per agent step on a CPU
+ * the agent shares with it (docs/benchmarks.md, "The socket agent under
+ * net at 2 vCPUs against its isolation control"). So a sender counts as
+ * an I/O task too. Express tasks are not stamped: a tool server replying
+ * over TCP loopback must not be kept off the shield when it falls back to
+ * the fair path. A packet forwarded from a NIC's softirq stamps the task
+ * it interrupted, for at most IO_TASK_NS after the last one. Cost: a
+ * clock read per skb (with GSO up to 64 KiB each: about 20k a second at
+ * 10 Gbit/s), and a stamp written at most once a millisecond. Not loaded
+ * without a shield.
+ */
+SEC("tp_btf/net_dev_queue")
+int BPF_PROG(express_net_queue, struct sk_buff *skb)
+{
+	struct task_struct *p;
+	struct task_ctx *tctx;
+	u64 now;
+
+	if (!nr_shielded)
+		return 0;
+	p = bpf_get_current_task_btf();
+	tctx = task_ctx_get(p);
+	if (!tctx)
+		return 0;
+	now = bpf_ktime_get_ns();
+	if (now - tctx->io_submit_ns < NSEC_PER_MSEC || task_class_of(p) != CLASS_NORMAL)
+		return 0;
+	tctx->io_submit_ns = now;
+	return 0;
+}
+
+/*
+ * @p submitted block I/O or sent packets lately and may run on an
+ * unshielded CPU. Without
  * a shield, one load and no clock read: the fair path's hot path calls it.
  */
 __hidden bool io_task(struct task_struct *p)
