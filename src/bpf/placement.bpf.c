@@ -420,8 +420,8 @@ int BPF_PROG(express_net_queue, struct sk_buff *skb)
 
 /*
  * @p submitted block I/O or sent packets lately and may run on an
- * unshielded CPU. Without
- * a shield, one load and no clock read: the fair path's hot path calls it.
+ * unshielded CPU. Without a shield, one load and no clock read: the fair
+ * path's hot path calls it.
  */
 __hidden bool io_task(struct task_struct *p)
 {

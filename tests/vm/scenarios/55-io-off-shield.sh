@@ -94,7 +94,7 @@ stats_snapshot /tmp/s0
 # shellcheck disable=SC2046
 set -- $(iperf_on_cpus 3)
 stats_snapshot /tmp/s1
-kept=$(($(snap_sum /tmp/s1 io_kept_off) - $(snap_sum /tmp/s0 io_kept_off)))
+kept=$(snap_delta /tmp/s0 /tmp/s1 io_kept_off)
 log "launcher on CPU 1: NET_RX on CPU 0: $1, CPU 1: $2; io_kept_off +$kept"
 [ $(($1 + $2)) -gt 100 ] || fail_logs "iperf3 raised too few NET_RX softirqs to tell ($1 + $2)"
 [ $(($2 * 10)) -lt $(($1 + $2)) ] ||

@@ -38,7 +38,7 @@ decode() {
 # late: the last decode's mean sync lateness (µs), appended to $lates.
 lates=''
 late() {
-    lates="$lates $(tail -n 1 /tmp/dec.out | sed -n 's/.*"sync_late_mean_us":\([0-9.]*\).*/\1/p')"
+    lates="$lates $(json_num /tmp/dec.out sync_late_mean_us)"
 }
 # fio_noise [PREFIX]: the bench's disk noise for DUR + 2 s, in the background.
 fio_noise() {
