@@ -1060,19 +1060,52 @@ fn workload_table(r: &Results, t: &TableDef) -> String {
         }
     );
     md += &header_row("scheduler", &scens);
+    let mut thin = false;
     for &s in &p.schedulers {
         let _ = write!(md, "| {} |", s.name());
         for &c in &p.scenarios {
             let a = r.get(s, c, t.workload, t.metric);
-            let _ = write!(
-                md,
-                " {} |",
-                cell_text(a, t.scale, c != Scenario::Baseline, s != Sched::Eevdf)
-            );
+            let mut text = cell_text(a, t.scale, c != Scenario::Baseline, s != Sched::Eevdf);
+            if a.is_some() && thin_tail(r, s, c, t) {
+                text += " †";
+                thin = true;
+            }
+            let _ = write!(md, " {text} |");
         }
         md += "\n";
     }
+    if let (true, Some(q)) = (thin, tail_quantile(t.metric)) {
+        let _ = writeln!(
+            md,
+            "\n† At least one repeat of this cell had fewer than {:.0} steps (steps/s × \
+             {} s), so its nearest-rank percentile is its slowest step: one outlier, not a \
+             tail that ranks schedulers. Longer cells (`--duration`) give more steps.",
+            1.0 / (1.0 - q),
+            p.duration_s
+        );
+    }
     md + "\n"
+}
+
+/// The quantile of a tail table's metric: what the thin-sample mark needs.
+fn tail_quantile(metric: &str) -> Option<f64> {
+    match metric {
+        "tail_p99_us" => Some(0.99),
+        "tail_p999_us" => Some(0.999),
+        _ => None,
+    }
+}
+
+/// Whether a repeat of the cell had too few steps for the table's tail
+/// quantile: under nearest rank, below 1 / (1 - q) steps (100 for a p99)
+/// the percentile is the sample set's maximum. The subprocess agent under
+/// disk noise at 8 vCPUs makes 2-13 steps a second, 7-39 in a 3 s cell.
+fn thin_tail(r: &Results, s: Sched, c: Scenario, t: &TableDef) -> bool {
+    let Some(q) = tail_quantile(t.metric) else {
+        return false;
+    };
+    r.get(s, c, t.workload, "steps_s")
+        .is_some_and(|a| a.summary.min * f64::from(r.plan.duration_s) * (1.0 - q) < 1.0)
 }
 
 /// Cost to others: the noise's own throughput during each workload, one
@@ -1644,6 +1677,57 @@ mod tests {
         let r = Results::build(&p, raw, String::new());
         assert_eq!(p.smp, 2);
         assert!(header(&r).starts_with("- VMs: 8 vCPUs"), "{}", header(&r));
+    }
+
+    #[test]
+    fn a_tail_from_too_few_steps_is_marked() {
+        let p = smoke_plan();
+        let steps = p.duration_s as f64 * 400.0; // AGENT: 400 steps a second
+        assert!(steps * 0.01 >= 1.0 && steps * 0.001 < 1.0, "{steps}");
+        // Express's cpu4x agent r2 makes 20 steps a second instead.
+        let raw = raw_cells(&p, None)
+            .into_iter()
+            .map(|c| {
+                let h = |k: &str| c.header.get(k).cloned().unwrap_or_default();
+                let one = h("sched") == "express"
+                    && h("scenario") == "cpu4x"
+                    && h("workload") == "agent"
+                    && h("repeat") == "2";
+                if !one {
+                    return c;
+                }
+                let a = AGENT.replace("\"steps_per_s\":400", "\"steps_per_s\":20");
+                let files = [
+                    ("workload.out", a.as_str()),
+                    ("stress.yaml", STRESS),
+                    ("lane0.txt", "fair_wakeups 0"),
+                    ("lane1.txt", "fair_wakeups 9\nclasses.agent.prev 2"),
+                ];
+                let t = raw_cell("express", "cpu4x", "agent", 2, &files);
+                parse::split_cell(&t).unwrap()
+            })
+            .collect();
+        let r = Results::build(&p, raw, String::new());
+        let table = |metric: &str| {
+            let t = TABLES
+                .iter()
+                .find(|t| t.workload == Workload::Agent && t.metric == metric)
+                .unwrap();
+            workload_table(&r, t)
+        };
+        let p99 = table("tail_p99_us");
+        let marked: Vec<&str> = p99.lines().filter(|l| l.contains(" †")).collect();
+        assert_eq!(marked.len(), 1, "{p99}");
+        assert!(marked[0].starts_with("| express |"), "{p99}");
+        assert_eq!(marked[0].matches('†').count(), 1, "{p99}");
+        assert!(p99.contains("fewer than 100 steps"), "{p99}");
+        // The p99.9 of every cell is its slowest step: all marked.
+        let p999 = table("tail_p999_us");
+        let cells = p.schedulers.len() * p.scenarios.len();
+        assert_eq!(p999.matches(" †").count(), cells, "{p999}");
+        assert!(p999.contains("fewer than 1000 steps"), "{p999}");
+        // Not a tail: no mark.
+        assert!(!table("tail_p50_us").contains('†'));
     }
 
     #[test]
