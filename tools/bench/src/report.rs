@@ -1060,13 +1060,14 @@ fn workload_table(r: &Results, t: &TableDef) -> String {
         }
     );
     md += &header_row("scheduler", &scens);
+    let q = tail_quantile(t.metric);
     let mut thin = false;
     for &s in &p.schedulers {
         let _ = write!(md, "| {} |", s.name());
         for &c in &p.scenarios {
             let a = r.get(s, c, t.workload, t.metric);
             let mut text = cell_text(a, t.scale, c != Scenario::Baseline, s != Sched::Eevdf);
-            if a.is_some() && thin_tail(r, s, c, t) {
+            if a.is_some() && q.is_some_and(|q| thin_tail(r, s, c, t.workload, q)) {
                 text += " †";
                 thin = true;
             }
@@ -1074,7 +1075,7 @@ fn workload_table(r: &Results, t: &TableDef) -> String {
         }
         md += "\n";
     }
-    if let (true, Some(q)) = (thin, tail_quantile(t.metric)) {
+    if let (true, Some(q)) = (thin, q) {
         let _ = writeln!(
             md,
             "\n† At least one repeat of this cell had fewer than {:.0} steps (steps/s × \
@@ -1102,14 +1103,11 @@ fn steps_needed(q: f64) -> f64 {
     (1.0 / (1.0 - q)).round() // 1 / (1 - 0.99) is 100.00000000000009
 }
 
-/// Whether a repeat of the cell had too few steps for the table's tail
-/// quantile. The subprocess agent makes tens of steps a second, so its
-/// 3-second cells fall below 100 (docs/benchmarks.md, "Outputs").
-fn thin_tail(r: &Results, s: Sched, c: Scenario, t: &TableDef) -> bool {
-    let Some(q) = tail_quantile(t.metric) else {
-        return false;
-    };
-    r.get(s, c, t.workload, "steps_s")
+/// Whether a repeat of the cell had too few steps for the tail quantile q.
+/// The subprocess agent makes tens of steps a second, so its 3-second
+/// cells fall below 100 (docs/benchmarks.md, "Outputs").
+fn thin_tail(r: &Results, s: Sched, c: Scenario, w: Workload, q: f64) -> bool {
+    r.get(s, c, w, "steps_s")
         .is_some_and(|a| a.summary.min * f64::from(r.plan.duration_s) < steps_needed(q))
 }
 
