@@ -412,12 +412,21 @@ fn log_report(r: &Report, shielded: &BTreeSet<usize>) {
         debug!("irq_shield: IRQ {irq} ({name}): {old} -> {new}");
     }
     let moved: Vec<String> = r.moved.iter().map(|m| m.0.to_string()).collect();
-    info!(
-        "irq_shield: shielding CPUs {cpus}: moved {} IRQs off them (IRQs {}); the \
-         express lane prefers them",
-        moved.len(),
-        moved.join(" ")
-    );
+    if moved.is_empty() {
+        // A guest whose only device IRQs are managed (NVMe queues) has
+        // nothing to move: say so rather than print an empty list.
+        info!(
+            "irq_shield: shielding CPUs {cpus}: no movable IRQ was on them; the express \
+             lane prefers them"
+        );
+    } else {
+        info!(
+            "irq_shield: shielding CPUs {cpus}: moved {} IRQs off them (IRQs {}); the \
+             express lane prefers them",
+            moved.len(),
+            moved.join(" ")
+        );
+    }
     if !r.unmovable.is_empty() {
         let list: Vec<String> = r
             .unmovable
