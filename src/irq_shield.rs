@@ -411,22 +411,19 @@ fn log_report(r: &Report, shielded: &BTreeSet<usize>) {
     for (irq, name, old, new) in &r.moved {
         debug!("irq_shield: IRQ {irq} ({name}): {old} -> {new}");
     }
-    let moved: Vec<String> = r.moved.iter().map(|m| m.0.to_string()).collect();
-    if moved.is_empty() {
-        // A guest whose only device IRQs are managed (NVMe queues) has
-        // nothing to move: say so rather than print an empty list.
-        info!(
-            "irq_shield: shielding CPUs {cpus}: no movable IRQ was on them; the express \
-             lane prefers them"
-        );
+    // A guest whose only device IRQs are managed (NVMe queues) has nothing
+    // to move: say so rather than print an empty list.
+    let what = if r.moved.is_empty() {
+        "no movable IRQ was on them".to_string()
     } else {
-        info!(
-            "irq_shield: shielding CPUs {cpus}: moved {} IRQs off them (IRQs {}); the \
-             express lane prefers them",
+        let moved: Vec<String> = r.moved.iter().map(|m| m.0.to_string()).collect();
+        format!(
+            "moved {} IRQs off them (IRQs {})",
             moved.len(),
             moved.join(" ")
-        );
-    }
+        )
+    };
+    info!("irq_shield: shielding CPUs {cpus}: {what}; the express lane prefers them");
     if !r.unmovable.is_empty() {
         let list: Vec<String> = r
             .unmovable
